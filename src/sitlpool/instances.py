@@ -1,0 +1,95 @@
+"""Instance numbers and the ports they select (ArduPilot SITL's ``-I n``).
+
+SITL offsets every default port by 10*n: TCP SERIAL0/1/2 on 5760/5762/5763, UDP RC
+input on 5501, and the JSON physics backend on UDP 9002 (9003 for older backends).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SERIAL0_BASE = 5760
+RC_IN_BASE = 5501
+SIM_OUT_BASE = 9002  # SITL sends to the physics program here (JSON backend)
+SIM_IN_BASE = 9003  # input port of older physics backends
+MAX_PORT = 65535
+#: the highest instance whose highest port (sim_in) still fits in 16 bits
+MAX_INSTANCE = (MAX_PORT - SIM_IN_BASE) // 10
+
+#: instances a pool may not contain, and why
+RESERVED: dict[int, str] = {
+    0: "instance 0 belongs to ArduPilot's own tools (autotest.py, sim_vehicle.py), which take no leases",
+    14: "instance 14's MAVLink port 5900 is in the range VNC servers use",
+    15: "instance 15's MAVLink port 5910 is in the range VNC servers use",
+}
+
+SERIAL_NAMES = ("serial0", "serial1", "serial2")
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Every port of one SITL instance."""
+
+    instance: int
+    serial0: int
+    serial1: int
+    serial2: int
+    rc_in: int
+    sim_out: int
+    sim_in: int
+
+    @property
+    def tcp(self) -> tuple[int, int, int]:
+        return (self.serial0, self.serial1, self.serial2)
+
+    @property
+    def udp(self) -> tuple[int, int, int]:
+        return (self.rc_in, self.sim_out, self.sim_in)
+
+    def serial(self, name: str) -> int:
+        """The TCP port of ``serial0``/``serial1``/``serial2``."""
+        if name not in SERIAL_NAMES:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "serial0": self.serial0,
+            "serial1": self.serial1,
+            "serial2": self.serial2,
+            "rc_in": self.rc_in,
+            "sim_out": self.sim_out,
+            "sim_in": self.sim_in,
+        }
+
+
+def ports(instance: int, base_port: int = SERIAL0_BASE) -> Ports:
+    """The ports of ``instance`` (instance 0 -> 5760, 40 -> 6160)."""
+    off = 10 * instance
+    s0 = base_port + off
+    return Ports(
+        instance=instance,
+        serial0=s0,
+        serial1=s0 + 2,
+        serial2=s0 + 3,
+        rc_in=RC_IN_BASE + off,
+        sim_out=SIM_OUT_BASE + off,
+        sim_in=SIM_IN_BASE + off,
+    )
+
+
+def out_of_range(instance: int) -> str | None:
+    """Why ``instance`` cannot exist at all, or None."""
+    if instance < 0:
+        return f"instance {instance} is negative"
+    if instance > MAX_INSTANCE:
+        return (
+            f"instance {instance} would use port {SIM_IN_BASE + 10 * instance}, past {MAX_PORT}; "
+            f"the highest usable instance is {MAX_INSTANCE}"
+        )
+    return None
+
+
+def unusable(instance: int) -> str | None:
+    """Why ``instance`` may not be in a pool (reserved or out of range), or None."""
+    return out_of_range(instance) or RESERVED.get(instance)

@@ -1,0 +1,580 @@
+"""Instance leases: an exclusive flock on ``<lock_dir>/instance-<n>.lock``.
+
+The kernel drops a flock when its holder exits, SIGKILL included, so a dead holder
+can never strand an instance. Rules (see DESIGN.md):
+
+- flock, never fcntl/lockf record locks (those drop when *any* fd of the file closes);
+- lock files are never unlinked or renamed (two processes would lock different inodes);
+- opened with O_NOFOLLOW|O_CLOEXEC, and only regular files are accepted;
+- reading who holds a lease never takes the lock: ``/proc/locks`` names the pid that
+  holds a flock on an inode, so a status reader can never make an acquirer see "busy".
+
+``python -m sitlpool.leases status [--json]`` prints who holds what.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import os
+import re
+import select
+import stat
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .errors import InstanceBusy, InstanceError, LeaseReleased, LockDirError, NoFreeInstance, PortsBusy
+from .instances import Ports, out_of_range, ports, unusable
+
+LOCK_NAME = re.compile(r"^instance-(\d+)\.lock$")
+OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+#: the longest a waiter sleeps between scans even if no inotify event arrives
+WAIT_POLL_S = 0.05
+
+Check = Callable[[int], "str | None"]
+
+
+def lock_path(lock_dir: Path, instance: int) -> Path:
+    return Path(lock_dir) / f"instance-{instance}.lock"
+
+
+def format_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(max(0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def parse_record(data: bytes) -> tuple[str | None, int | None, float | None]:
+    """``owner<TAB>pid<TAB>unix_time[<TAB>extra...]``; garbage gives Nones, never an exception."""
+    try:
+        line = data.decode("utf-8", "replace").split("\n", 1)[0]
+    except Exception:  # pragma: no cover - decode with "replace" cannot fail
+        return None, None, None
+    fields = line.split("\t")
+    owner = fields[0].strip() or None if fields else None
+    pid = since = None
+    if len(fields) > 1:
+        try:
+            pid = int(fields[1])
+            if pid <= 0:
+                pid = None
+        except ValueError:
+            pid = None
+    if len(fields) > 2:
+        try:
+            since = float(fields[2])
+            if since != since or since <= 0:  # NaN or nonsense
+                since = None
+        except ValueError:
+            since = None
+    if owner is not None and (len(owner) > 512 or not owner.isprintable()):
+        owner = "".join(c if c.isprintable() else "?" for c in owner[:512])
+    return owner, pid, since
+
+
+def format_record(owner: str, pid: int, since: float) -> bytes:
+    clean = " ".join(owner.replace("\t", " ").split())
+    return f"{clean}\t{pid}\t{since:.3f}\n".encode()
+
+
+@dataclass
+class Holder:
+    """Who holds one lease: the lock file's record, checked against ``/proc/locks``."""
+
+    instance: int
+    pid: int | None  # the pid /proc/locks names (the truth)
+    owner: str | None  # from the lock file's record
+    record_pid: int | None
+    since: float | None
+    path: Path
+    in_pool: bool
+
+    @property
+    def age(self) -> float | None:
+        # a record left by an earlier holder says nothing about when this one took it
+        return None if self.since is None or not self.record_matches else max(0.0, time.time() - self.since)
+
+    @property
+    def record_matches(self) -> bool:
+        return self.pid is None or self.record_pid == self.pid
+
+    def describe(self) -> str:
+        """``sitlpool session f391b1 (hop-test) pid 728436, for 3m12s``"""
+        if self.record_matches:
+            return f"{self.owner or 'an unnamed holder'} pid {self.pid or self.record_pid}, for {format_age(self.age)}"
+        return f"pid {self.pid} (its lock file still names {self.owner or 'nobody'} pid {self.record_pid})"
+
+    def as_dict(self) -> dict:
+        return {
+            "instance": self.instance,
+            "owner": self.owner if self.record_matches else None,
+            "pid": self.pid,
+            "record_owner": self.owner,
+            "record_pid": self.record_pid,
+            "since": self.since,
+            "age_s": None if self.age is None else round(self.age, 3),
+            "in_pool": self.in_pool,
+            "path": str(self.path),
+        }
+
+
+def read_proc_locks() -> dict[tuple[str, int], int]:
+    """``{(device, inode): pid}`` of every flock on the machine, from one read of /proc/locks."""
+    fd = os.open("/proc/locks", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, 1 << 24)
+    finally:
+        os.close(fd)
+    out: dict[tuple[str, int], int] = {}
+    for line in data.split(b"\n"):
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; waiters have "->" in 2nd place
+        if len(parts) < 6 or parts[1] != b"FLOCK":
+            continue
+        maj, mnr, ino = parts[5].split(b":")
+        out[(f"{int(maj, 16)}:{int(mnr, 16)}", int(ino))] = int(parts[4])
+    return out
+
+
+def _dev_key(st_dev: int) -> str:
+    return f"{os.major(st_dev)}:{os.minor(st_dev)}"
+
+
+class _Inotify:
+    """Wakes a waiter when any lock file is closed after writing (a release or a death)."""
+
+    IN_CLOSE_WRITE = 0x00000008
+    _libc = None
+
+    def __init__(self, directory: Path):
+        self.fd = -1
+        try:
+            if _Inotify._libc is None:
+                _Inotify._libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc = _Inotify._libc
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return
+            if libc.inotify_add_watch(fd, os.fsencode(directory), self.IN_CLOSE_WRITE) < 0:
+                os.close(fd)
+                return
+            self.fd = fd
+        except (OSError, AttributeError):
+            self.fd = -1
+
+    def wait(self, timeout: float) -> None:
+        if self.fd < 0:
+            time.sleep(timeout)
+            return
+        r, _, _ = select.select([self.fd], [], [], timeout)
+        if r:
+            try:
+                os.read(self.fd, 65536)
+            except BlockingIOError:
+                pass
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+# Leases are kept alive here, not by their users' references: a Lease dropped by
+# the garbage collector must not close its fd and so silently release the instance.
+_LIVE: dict[int, "Lease"] = {}
+
+
+class Lease:
+    """An instance held through an exclusive flock. Held until ``release()`` or process exit."""
+
+    def __init__(self, pool: "LeasePool", instance: int, fd: int, owner: str, record_written: bool):
+        self.pool = pool
+        self.instance = instance
+        self.owner = owner
+        self.pid = os.getpid()
+        self.acquired_at = time.time()
+        self.path = lock_path(pool.lock_dir, instance)
+        self.ports: Ports = ports(instance)
+        self.record_written = record_written
+        self._fd: int | None = fd
+        _LIVE[fd] = self
+
+    @property
+    def released(self) -> bool:
+        return self._fd is None or self.pid != os.getpid()
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            raise LeaseReleased(f"the lease on instance {self.instance} was already released; acquire a new one")
+        return self._fd
+
+    def set_owner(self, owner: str) -> None:
+        """Rewrite the holder's name in the lock file (the lock is kept throughout)."""
+        self.owner = owner
+        self.record_written = _write_record(self.fd, owner)
+
+    def release(self) -> None:
+        """Drop the lease. Idempotent. The lock file stays (it is never unlinked)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        _LIVE.pop(fd, None)
+        if self.pid == os.getpid():
+            os.close(fd)  # closing the only fd of the open file description drops the flock
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "released" if self.released else "held"
+        return f"<Lease instance={self.instance} owner={self.owner!r} {state}>"
+
+
+def _write_record(fd: int, owner: str) -> bool:
+    data = format_record(owner, os.getpid(), time.time())
+    try:
+        # write over the old record, then cut what is left of it: never an empty window
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+        return True
+    except OSError:
+        return False  # opened read-only (a lock file we may lock but not write)
+
+
+_DEFAULT = object()
+
+
+class LeasePool:
+    """The instances one user of the lock directory tries, and the leases on them.
+
+    ``check(n)`` runs while n's lock is held and returns why n cannot be used, or
+    None; by default it probes n's ports (``ports.probe``). ``check=False`` turns it off.
+    """
+
+    def __init__(self, lock_dir: Path | str, pool: Iterable[int], check: Check | None | bool = None):
+        self.lock_dir = Path(lock_dir)
+        self.pool = tuple(pool)
+        for n in self.pool:
+            why = unusable(n)
+            if why:
+                raise InstanceError(f"{why}; leave instance {n} out of the pool")
+        self.default_check: Check | None = _resolve_check(check, _probe_ports)
+        self._idle: dict[int, tuple[int, bool]] = {}
+
+    @classmethod
+    def from_settings(cls, settings, check: Check | None | bool = None) -> "LeasePool":
+        return cls(settings.lock_dir, settings.pool, check)
+
+    @classmethod
+    def from_env(cls, check: Check | None | bool = None) -> "LeasePool":
+        """Lock dir and pool from the ``SITLPOOL_`` environment, without loading pydantic."""
+        from .config import env_paths, env_pool
+
+        return cls(env_paths()[1], env_pool(), check)
+
+    # ---- taking leases -------------------------------------------------------------
+
+    def _ensure_dir(self) -> None:
+        try:
+            os.makedirs(self.lock_dir, exist_ok=True)
+        except OSError as e:
+            raise LockDirError(
+                f"cannot create lock directory {self.lock_dir}: {e.strerror}; "
+                "create it by hand or set SITLPOOL_LOCK_DIR to a directory you can write"
+            ) from None
+        if not self.lock_dir.is_dir():
+            raise LockDirError(f"lock directory {self.lock_dir} is not a directory; set SITLPOOL_LOCK_DIR to a directory")
+
+    def _open(self, instance: int) -> tuple[int, bool]:
+        """Open (creating if needed) the lock file of ``instance``: ``(fd, writable)``."""
+        path = lock_path(self.lock_dir, instance)
+        try:
+            fd = os.open(path, os.O_RDWR | OPEN_FLAGS)
+            created = False
+        except FileNotFoundError:
+            self._ensure_dir()
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | OPEN_FLAGS, 0o666)
+                created = True
+            except PermissionError as e:
+                raise LockDirError(
+                    f"cannot create lock file {path}: {e.strerror}; make {self.lock_dir} writable for you "
+                    "(for a shared lock directory: group-owned, mode 2775) or set SITLPOOL_LOCK_DIR to a directory you can write"
+                ) from None
+            except OSError as e:
+                return self._open_error(path, e)
+        except PermissionError:
+            # a lock file someone else created without group write: flock still works read-only
+            try:
+                return os.open(path, os.O_RDONLY | OPEN_FLAGS), False
+            except OSError as e:
+                return self._open_error(path, e)
+        except OSError as e:
+            return self._open_error(path, e)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise LockDirError(f"lock file {path} is not a regular file; remove it after checking who made it")
+        if created:
+            try:
+                dmode = os.stat(self.lock_dir).st_mode
+                if dmode & stat.S_IWGRP:  # a shared lock directory: let the group lock and write it
+                    os.fchmod(fd, 0o664)
+            except OSError:
+                pass
+        return fd, True
+
+    def _open_error(self, path: Path, e: OSError):
+        if e.errno == errno.ELOOP:
+            raise LockDirError(
+                f"lock file {path} is a symbolic link, which sitlpool refuses; remove it after checking who made it"
+            ) from None
+        if e.errno == errno.EISDIR:
+            raise LockDirError(f"lock file {path} is a directory; remove it after checking who made it") from None
+        raise LockDirError(f"cannot open lock file {path}: {e.strerror}; check the permissions of {self.lock_dir}") from None
+
+    def try_lock(self, instance: int) -> tuple[int, bool] | None:
+        """Take ``instance``'s flock without blocking: ``(fd, writable)`` or None if held.
+
+        Files found held are kept open (unlocked) for the next scan, so a scan past
+        held instances costs one flock call each instead of open+flock+close.
+        """
+        cached = self._idle.pop(instance, None)
+        fd, writable = cached if cached else self._open(instance)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if self._idle.setdefault(instance, (fd, writable))[0] != fd:
+                os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        if cached:
+            # a cached fd must still be the file at the path (lock files are never
+            # replaced, but a person may have wiped the directory): else lock the new one
+            try:
+                same = os.stat(lock_path(self.lock_dir, instance), follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+            except OSError:
+                same = False
+            if not same:
+                os.close(fd)
+                return self.try_lock(instance)
+        return fd, writable
+
+    def _take(self, instance: int, owner: str, check: Check | None) -> tuple[Lease | None, str | None]:
+        """Lease ``instance`` or say why not: ``(lease, None)`` / ``(None, "held")`` / ``(None, reason)``."""
+        got = self.try_lock(instance)
+        if got is None:
+            return None, "held"
+        fd, writable = got
+        try:
+            why = check(instance) if check else None
+        except BaseException:
+            os.close(fd)
+            raise
+        if why:
+            os.close(fd)
+            return None, why
+        written = _write_record(fd, owner) if writable else False
+        return Lease(self, instance, fd, owner, written), None
+
+    def acquire(
+        self, owner: str, instance: int | None = None, check: Check | None | bool = None, wait: float = 0
+    ) -> Lease:
+        """Lease ``instance``, or the first free instance of the pool in pool order.
+
+        ``wait`` > 0 blocks up to that many seconds for an instance to free up.
+        Raises ``InstanceBusy`` (a requested instance someone holds), ``PortsBusy`` (a
+        requested instance whose ports are taken), ``NoFreeInstance``.
+        """
+        if not owner or not str(owner).strip():
+            raise ValueError("a lease needs an owner: a name a person can read, e.g. 'my-test (alice)'")
+        if instance is not None:
+            why = out_of_range(instance)
+            if why:
+                raise InstanceError(f"{why}; pick an instance from the pool {self._pool_text()}")
+        chk = _resolve_check(check, self.default_check)
+        deadline = time.monotonic() + max(0.0, wait)
+        watcher: _Inotify | None = None
+        try:
+            while True:
+                if instance is not None:
+                    lease, why = self._take(instance, owner, chk)
+                    reasons = {instance: why}
+                else:
+                    lease, reasons = None, {}
+                    for n in self.pool:
+                        lease, why = self._take(n, owner, chk)
+                        if lease:
+                            break
+                        reasons[n] = why
+                if lease:
+                    return lease
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._failure(instance, reasons, wait)
+                if watcher is None:
+                    self._ensure_dir()
+                    watcher = _Inotify(self.lock_dir)
+                watcher.wait(min(remaining, WAIT_POLL_S))
+        finally:
+            if watcher:
+                watcher.close()
+
+    def _pool_text(self) -> str:
+        from .config import format_pool
+
+        return format_pool(self.pool)
+
+    def _failure(self, instance: int | None, reasons: dict[int, str | None], wait: float):
+        waited = f" after waiting {wait:g}s" if wait > 0 else ""
+        if instance is not None:
+            why = reasons[instance]
+            if why == "held":
+                h = self.holder(instance)
+                who = h.describe() if h else "another process (it released it while we looked)"
+                return InstanceBusy(
+                    f"instance {instance} is leased to {who}{waited}; pick another instance, "
+                    "leave the instance unset to take the first free one, or wait for it (wait=SECONDS)",
+                    holder=h,
+                )
+            return PortsBusy(f"{why}{waited}; stop that process or pick another instance")
+        held = [n for n, w in reasons.items() if w == "held"]
+        ports_busy = [w for w in reasons.values() if w and w != "held"]
+        detail = f"{len(held)} leased"
+        if ports_busy:
+            detail += f", {len(ports_busy)} with ports taken ({ports_busy[0]}" + (", ..." if len(ports_busy) > 1 else "") + ")"
+        return NoFreeInstance(
+            f"no free instance in pool {self._pool_text()}{waited}: {detail}; "
+            "wait for one (wait=SECONDS), widen SITLPOOL_POOL, or see who holds them with 'sitlpool status'"
+        )
+
+    # ---- reading who holds what (never takes a lock) ---------------------------------
+
+    def _read_holder(self, instance: int, path: Path, pid: int) -> Holder:
+        owner = rpid = since = None
+        try:
+            fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+            try:
+                owner, rpid, since = parse_record(os.read(fd, 4096))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+        return Holder(instance, pid, owner, rpid, since, path, instance in self.pool)
+
+    def status(self) -> list[Holder]:
+        """Every held lease in the lock directory, in the pool or not, sorted by instance."""
+        try:
+            dev = _dev_key(os.stat(self.lock_dir).st_dev)
+            entries = list(os.scandir(self.lock_dir))
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise LockDirError(f"cannot read lock directory {self.lock_dir}: {e.strerror}") from None
+        locks = read_proc_locks()
+        if not locks:
+            return []
+        out: list[Holder] = []
+        for e in entries:
+            m = LOCK_NAME.match(e.name)
+            if not m:
+                continue
+            pid = locks.get((dev, e.inode()))
+            if pid is None:
+                continue
+            out.append(self._read_holder(int(m.group(1)), Path(e.path), pid))
+        out.sort(key=lambda h: h.instance)
+        return out
+
+    def holder(self, instance: int) -> Holder | None:
+        """Who holds ``instance``, or None if nobody does (a record without a lock is free)."""
+        path = lock_path(self.lock_dir, instance)
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return None
+        pid = read_proc_locks().get((_dev_key(st.st_dev), st.st_ino))
+        return None if pid is None else self._read_holder(instance, path, pid)
+
+    def free(self) -> list[int]:
+        """Pool instances nobody holds (ports not probed)."""
+        held = {h.instance for h in self.status()}
+        return [n for n in self.pool if n not in held]
+
+
+def _resolve_check(check, default):
+    if check is False:
+        return None
+    if check is None or check is True:
+        return default
+    return check
+
+
+def _probe_ports(instance: int) -> str | None:
+    from .ports import probe
+
+    return probe(ports(instance))
+
+
+# ---- python -m sitlpool.leases status ---------------------------------------------------
+
+
+def status_document(pool: LeasePool) -> dict:
+    from .config import format_pool
+
+    return {
+        "lock_dir": str(pool.lock_dir),
+        "pool": format_pool(pool.pool),
+        "held": [h.as_dict() for h in pool.status()],
+    }
+
+
+def _status_text(doc: dict) -> str:
+    lines = [f"lock dir {doc['lock_dir']}, pool {doc['pool']}"]
+    if not doc["held"]:
+        lines.append("no instance is leased")
+    for h in doc["held"]:
+        where = "" if h["in_pool"] else "  (outside the pool)"
+        owner = h["owner"] or (f"(lock file names {h['record_owner']} pid {h['record_pid']})" if h["record_owner"] else "?")
+        lines.append(f"instance {h['instance']:>4}  pid {h['pid']:>7}  {format_age(h['age_s']):>7}  {owner}{where}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import json
+
+    from .errors import SitlpoolError
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "status" or any(a not in ("--json",) for a in args[1:]):
+        print("usage: python -m sitlpool.leases status [--json]", file=sys.stderr)
+        return 2
+    try:
+        doc = status_document(LeasePool.from_env(check=False))
+    except SitlpoolError as e:
+        print(f"sitlpool: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(doc, indent=2) if "--json" in args else _status_text(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

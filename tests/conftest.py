@@ -1,0 +1,139 @@
+"""Shared test fixtures: every test gets its own data dir and a pool of instances no
+other concurrently running test uses (xdist workers get disjoint ranges), and every
+process a test starts is killed by pid or process group when it ends."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+# instances 1000-1299: ports 15760-21993, below the ephemeral range and away from
+# anything a person runs (the default pool is 40-59); 300 wide so that no instance's
+# serial ports meet another's physics ports (those are 324 instances apart)
+FIRST, WIDTH = 1000, 300
+BLOCK = 6
+_counter = itertools.count()
+
+
+def _worker_range(worker: str) -> range:
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    idx = int(worker[2:]) if worker.startswith("gw") else 0
+    size = WIDTH // max(1, count)
+    return range(FIRST + idx * size, FIRST + (idx + 1) * size)
+
+
+@pytest.fixture
+def instances(worker_id) -> list[int]:
+    """A block of instance numbers that only this test uses."""
+    r = _worker_range(worker_id)
+    blocks = len(r) // BLOCK
+    start = r.start + (next(_counter) % blocks) * BLOCK
+    return list(range(start, start + BLOCK))
+
+
+@pytest.fixture
+def data_dir(tmp_path) -> Path:
+    d = tmp_path / "data"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def lock_dir(data_dir) -> Path:
+    return data_dir / "leases"
+
+
+@pytest.fixture
+def env(data_dir, instances, monkeypatch) -> dict[str, str]:
+    """The environment for sitlpool subprocesses of this test (also set in this process)."""
+    pool = f"{instances[0]}-{instances[-1]}"
+    monkeypatch.setenv("SITLPOOL_DATA_DIR", str(data_dir))
+    monkeypatch.delenv("SITLPOOL_LOCK_DIR", raising=False)
+    monkeypatch.delenv("SITLPOOL_SITL_BINARY", raising=False)
+    monkeypatch.setenv("SITLPOOL_POOL", pool)
+    return dict(os.environ)
+
+
+class Procs:
+    """Processes a test started; all killed (group first, then pid) at teardown."""
+
+    def __init__(self):
+        self.procs: list[subprocess.Popen] = []
+
+    def add(self, p: subprocess.Popen) -> subprocess.Popen:
+        self.procs.append(p)
+        return p
+
+    def popen(self, args, **kw) -> subprocess.Popen:
+        kw.setdefault("start_new_session", True)
+        return self.add(subprocess.Popen(args, **kw))
+
+    def python(self, code: str, *args, **kw) -> subprocess.Popen:
+        """Run a Python snippet in a child process (in its own session)."""
+        return self.popen([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], **kw)
+
+    def cleanup(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    p.kill()
+                except ProcessLookupError:
+                    pass
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                pass
+            for s in (p.stdout, p.stderr, p.stdin):
+                if s:
+                    s.close()
+
+
+@pytest.fixture
+def procs():
+    p = Procs()
+    yield p
+    p.cleanup()
+
+
+def wait_for(pred, timeout=10.0, interval=0.01, what="condition"):
+    """Poll ``pred`` until it is truthy; fail the test naming ``what`` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+HOLDER = """
+import sys, time
+from sitlpool.leases import LeasePool
+pool = LeasePool(sys.argv[1], [int(sys.argv[2])], check=False)
+lease = pool.acquire(sys.argv[3])
+print("held", lease.instance, flush=True)
+sys.stdin.read() if len(sys.argv) > 4 else time.sleep(3600)
+"""
+
+
+def hold_lease(procs: Procs, lock_dir, instance: int, owner: str, until_stdin_closes=False, **kw) -> subprocess.Popen:
+    """A child process holding ``instance``'s lease (returns once it holds it)."""
+    extra = ["stdin"] if until_stdin_closes else []
+    p = procs.python(HOLDER, lock_dir, instance, owner, *extra, stdout=subprocess.PIPE,
+                     stdin=subprocess.PIPE if until_stdin_closes else subprocess.DEVNULL, text=True, **kw)
+    line = p.stdout.readline()
+    assert line.startswith("held"), f"holder failed to lease {instance}: {line!r}"
+    return p
