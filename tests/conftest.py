@@ -137,3 +137,65 @@ def hold_lease(procs: Procs, lock_dir, instance: int, owner: str, until_stdin_cl
     line = p.stdout.readline()
     assert line.startswith("held"), f"holder failed to lease {instance}: {line!r}"
     return p
+
+
+# ---- the built-in vehicle, driven as any GCS would --------------------------------------
+
+os.environ.setdefault("MAVLINK20", "1")
+
+
+def start_sim(procs: Procs, cwd: Path, instance: int, *args, parent_code: str | None = None, **kw) -> subprocess.Popen:
+    """Start ``python -m sitlpool.sim -I instance --model quad ARGS`` in ``cwd``, in its own group."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "sitlpool.sim", "-I", str(instance), *map(str, args)]
+    if not any(a == "--model" for a in cmd):
+        cmd += ["--model", "quad"]
+    p = procs.popen(cmd, cwd=cwd, stdout=open(cwd / "stdout", "ab"), stderr=open(cwd / "stderr", "ab"), **kw)
+    return p
+
+
+def listening(port: int) -> bool:
+    from sitlpool.ports import read_sockets
+
+    return any(s.local_port == port for s in read_sockets(("tcp",)))
+
+
+class Gcs:
+    """A pymavlink GCS connection with the few helpers the tests need."""
+
+    def __init__(self, port: int, timeout: float = 10):
+        from pymavlink import mavutil
+
+        wait_for(lambda: listening(port), timeout, what=f"port {port} to listen")
+        self.m = mavutil.mavlink_connection(f"tcp:127.0.0.1:{port}", source_system=255, autoreconnect=False)
+        self.m.mav.srcSystem = 255
+        self.seen_texts: list[str] = []
+
+    def heartbeat(self, timeout=10):
+        hb = self.m.wait_heartbeat(timeout=timeout)
+        assert hb is not None, "no HEARTBEAT"
+        return hb
+
+    def recv(self, type, timeout=10, cond=None):
+        """The next ``type`` message meeting ``cond``; every STATUSTEXT seen is kept in ``seen_texts``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = self.m.recv_match(blocking=True, timeout=max(0.01, deadline - time.monotonic()))
+            if msg is None:
+                continue
+            if msg.get_type() == "STATUSTEXT":
+                self.seen_texts.append(msg.text)
+            if msg.get_type() == type and (cond is None or cond(msg)):
+                return msg
+        return None
+
+    def command(self, cmd, *params, timeout=10):
+        p = list(params) + [0] * (7 - len(params))
+        self.m.mav.command_long_send(1, 1, cmd, 0, *p)
+        ack = self.recv("COMMAND_ACK", timeout, lambda a: a.command == cmd)
+        assert ack is not None, f"no COMMAND_ACK for {cmd}"
+        return ack.result
+
+
+    def close(self):
+        self.m.close()

@@ -1,0 +1,220 @@
+"""The built-in vehicle, as a GCS and as a process manager see it."""
+
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import Gcs, listening, start_sim, wait_for
+from sitlpool.instances import ports
+from sitlpool.ports import read_sockets
+from sitlpool.sim.copter import MODES
+
+ACCEPTED, FAILED = 0, 4
+
+
+def sim_run(args, cwd):
+    return subprocess.run([sys.executable, "-m", "sitlpool.sim", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+
+
+def test_flags(tmp_path):
+    r = sim_run(["-I", "1"], tmp_path)
+    assert r.returncode == 1 and "You must specify a vehicle model." in r.stdout
+    r = sim_run(["-I", "1", "--model", "quad", "--no-such-flag"], tmp_path)
+    assert r.returncode == 1 and "--no-such-flag" in r.stderr
+    r = sim_run(["-I", "1", "--model", "glider"], tmp_path)
+    assert r.returncode == 1 and "Unknown vehicle model 'glider'" in r.stderr
+    r = sim_run(["--help"], tmp_path)
+    assert "--speedup" in r.stdout and "--defaults" in r.stdout
+
+
+def test_port_timeline_and_log_lines(procs, tmp_path, instances):
+    n = instances[0]
+    p = ports(n)
+    sim = start_sim(procs, tmp_path, n)
+    wait_for(lambda: listening(p.serial0), what="SERIAL0")
+    wait_for(lambda: b"Waiting for connection ...." in (tmp_path / "stdout").read_bytes(), what="waiting line")
+    time.sleep(0.3)
+    socks = read_sockets()
+    mine = {(s.proto, s.local_port) for s in socks}
+    assert ("tcp", p.serial0) in mine
+    assert not {("tcp", p.serial1), ("tcp", p.serial2), ("udp", p.rc_in)} & mine, "only SERIAL0 before a client"
+    assert (tmp_path / "eeprom.bin").exists()
+    g = Gcs(p.serial0)
+    assert g.heartbeat().type == 2  # MAV_TYPE_QUADROTOR
+    wait_for(lambda: listening(p.serial1) and listening(p.serial2), what="SERIAL1/2 after the first client")
+    assert any(s.proto == "udp" and s.local_port == p.rc_in for s in read_sockets())
+    err = (tmp_path / "stderr").read_text()
+    for k, port in enumerate(p.tcp):
+        assert f"bind port {port} for SERIAL{k}" in err and f"SERIAL{k} on TCP port {port}" in err
+    assert (tmp_path / "logs").is_dir()
+    g.close()
+    time.sleep(0.3)
+    assert sim.poll() is None, "a client leaving does not stop the vehicle"
+
+
+def test_bind_collision_exits_1(procs, tmp_path, instances):
+    p = ports(instances[0])
+    s = socket.socket()
+    s.bind(("0.0.0.0", p.serial0))
+    s.listen()
+    try:
+        sim = start_sim(procs, tmp_path, instances[0])
+        assert sim.wait(20) == 1
+        assert f"bind failed on port {p.serial0} - Address already in use" in (tmp_path / "stderr").read_text()
+    finally:
+        s.close()
+
+
+def test_one_client_per_port(procs, tmp_path, instances):
+    p = ports(instances[0])
+    start_sim(procs, tmp_path, instances[0], "--speedup", 5)
+    first = Gcs(p.serial0)
+    first.heartbeat()
+    a = Gcs(p.serial1)
+    a.heartbeat()
+    b = Gcs(p.serial1)  # the kernel accepts it; the vehicle does not serve it
+    assert b.m.recv_match(type="HEARTBEAT", blocking=True, timeout=1.5) is None
+    a.close()
+    assert b.heartbeat(timeout=5)  # served once the first client left
+    b.close()
+    first.close()
+
+
+def test_sigterm_before_and_after_boot(procs, tmp_path, instances):
+    early = start_sim(procs, tmp_path / "a", instances[0])
+    wait_for(lambda: listening(ports(instances[0]).serial0))
+    early.send_signal(signal.SIGTERM)
+    assert early.wait(10) == -signal.SIGTERM  # killed outright while waiting for a client
+    sim = start_sim(procs, tmp_path / "b", instances[1])
+    g = Gcs(ports(instances[1]).serial0)
+    g.heartbeat()
+    sim.send_signal(signal.SIGTERM)
+    assert sim.wait(10) == 0
+    assert "Exitting" in (tmp_path / "b" / "stdout").read_text()
+    g.close()
+
+
+PARENT = """
+import subprocess, sys, time
+p = subprocess.Popen([sys.executable, "-m", "sitlpool.sim", "-I", sys.argv[1], "--model", "quad", "--speedup", "5"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(p.pid, flush=True)
+time.sleep(3600)
+"""
+
+
+def test_exits_when_its_parent_dies(procs, tmp_path, instances):
+    p = ports(instances[0])
+    parent = procs.python(PARENT, instances[0], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    sim_pid = int(parent.stdout.readline())
+    g = Gcs(p.serial0)
+    g.heartbeat()
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    wait_for(lambda: not os.path.exists(f"/proc/{sim_pid}") or open(f"/proc/{sim_pid}/stat").read().split()[2] == "Z",
+             what="the vehicle to exit after its parent died")
+    g.close()
+
+
+def test_reboot_keeps_pid_and_waits_again(procs, tmp_path, instances):
+    p = ports(instances[0])
+    sim = start_sim(procs, tmp_path, instances[0], "--speedup", 5)
+    g = Gcs(p.serial0)
+    g.heartbeat()
+    assert g.command(246, 1) == ACCEPTED  # PREFLIGHT_REBOOT_SHUTDOWN
+    g.close()
+    wait_for(lambda: (tmp_path / "stdout").read_text().count("Waiting for connection") == 2, what="reboot")
+    assert sim.poll() is None
+    g = Gcs(p.serial0)
+    g.heartbeat()
+    assert sim.pid == int(open(f"/proc/{sim.pid}/stat").read().split()[0])
+    assert open(f"/proc/{sim.pid}/comm").read().strip() == "sitlpool-sim"
+    g.close()
+
+
+def _param(g, name):
+    g.m.mav.param_request_read_send(1, 1, name.encode(), -1)
+    m = g.recv("PARAM_VALUE", 5, lambda m: m.param_id == name)
+    return None if m is None else m.param_value
+
+
+def test_params_persist_unless_wiped(procs, tmp_path, instances):
+    p = ports(instances[0])
+    parm = tmp_path / "my.parm"
+    parm.write_text("# a comment\nRTL_ALT 2500\nMY_EXTRA,7\n")
+    sim = start_sim(procs, tmp_path, instances[0], "--defaults", parm, "--speedup", 5)
+    g = Gcs(p.serial0)
+    g.heartbeat()
+    assert _param(g, "RTL_ALT") == 2500 and _param(g, "MY_EXTRA") == 7
+    g.m.mav.param_set_send(1, 1, b"WPNAV_SPEED", 777, 9)
+    assert g.recv("PARAM_VALUE", 5, lambda m: m.param_id == "WPNAV_SPEED").param_value == 777
+    g.m.mav.param_request_list_send(1, 1)
+    first = g.recv("PARAM_VALUE", 5)
+    assert first.param_count > 40
+    g.close()
+    sim.terminate()
+    sim.wait(10)
+    sim = start_sim(procs, tmp_path, instances[0], "--speedup", 5)
+    g = Gcs(p.serial0)
+    g.heartbeat()
+    assert _param(g, "WPNAV_SPEED") == 777, "kept in eeprom.bin"
+    g.close()
+    sim.terminate()
+    sim.wait(10)
+    start_sim(procs, tmp_path, instances[0], "-w", "--speedup", 5)
+    g = Gcs(p.serial0)
+    g.heartbeat()
+    assert _param(g, "WPNAV_SPEED") == 1000, "-w wipes"
+    g.close()
+
+
+def _pos(g):
+    return g.recv("GLOBAL_POSITION_INT", 5)
+
+
+def test_full_flight(procs, tmp_path, instances):
+    p = ports(instances[0])
+    start_sim(procs, tmp_path, instances[0], "--speedup", 10, "--ready-delay", 8)
+    g = Gcs(p.serial0)
+    hb = g.heartbeat()
+    assert hb.autopilot == 3 and hb.custom_mode == MODES["STABILIZE"]
+    g.m.mav.request_data_stream_send(1, 1, 0, 10, 1)
+    # refused before GPS/EKF are ready, with the reason
+    assert g.command(400, 1) == FAILED
+    assert any(t.startswith("Arm: ") for t in g.seen_texts), g.seen_texts
+    g.m.set_mode(MODES["GUIDED"])
+    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == FAILED
+    wait_for(lambda: g.recv("GPS_RAW_INT", 2).fix_type >= 3, timeout=10, what="GPS fix")
+    g.m.set_mode(MODES["GUIDED"])
+    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == ACCEPTED
+    assert g.command(22, 0, 0, 0, 0, 0, 0, 10) == FAILED  # takeoff while disarmed
+    assert g.command(400, 1) == ACCEPTED
+    assert g.recv("HEARTBEAT", 5, lambda h: h.base_mode & 128 and h.system_status == 4)
+    assert g.command(22, 0, 0, 0, 0, 0, 0, 10) == ACCEPTED
+    wait_for(lambda: _pos(g).relative_alt > 9500, timeout=20, what="10 m")
+    assert g.command(400, 0) == FAILED  # no disarm in the air without force
+    here = _pos(g)
+    lat, lon = here.lat / 1e7 + 50 / 111320, here.lon / 1e7
+    g.m.mav.set_position_target_global_int_send(0, 1, 1, 6, 0xFF8, int(lat * 1e7), int(lon * 1e7), 10, 0, 0, 0, 0, 0, 0, 0, 0)
+
+    def dist():
+        m = _pos(g)
+        return math.hypot((m.lat / 1e7 - lat) * 111320, (m.lon / 1e7 - lon) * 111320 * math.cos(math.radians(lat)))
+
+    wait_for(lambda: dist() < 2, timeout=30, what="go-to 50 m away")
+    assert g.command(20) == ACCEPTED  # RTL
+    wait_for(lambda: not (g.recv("HEARTBEAT", 5).base_mode & 128), timeout=60, what="landed and disarmed")
+    m = _pos(g)
+    assert m.relative_alt < 300
+    assert math.hypot(m.lat / 1e7 - here.lat / 1e7, m.lon / 1e7 - here.lon / 1e7) * 111320 < 3, "back home"
+    g.m.mav.ping_send(int(time.time() * 1e6), 7, 0, 0)
+    assert g.recv("PING", 5, lambda m: m.seq == 7)
+    for name in ("SYS_STATUS", "VFR_HUD", "ATTITUDE", "BATTERY_STATUS", "SYSTEM_TIME", "SIMSTATE", "HOME_POSITION"):
+        assert g.recv(name, 12) is not None, name
+    g.close()
