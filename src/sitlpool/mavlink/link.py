@@ -1,0 +1,423 @@
+"""One MAVLink link per vehicle, on its own thread.
+
+The thread sends a GCS heartbeat at 1 Hz, reads everything the vehicle sends (a slow
+reader stalls SITL at speedup > 1), keeps the latest state and STATUSTEXTs, and turns
+a lost vehicle into one log line and a ``lost`` state. Commands wait for their
+COMMAND_ACK and report refusals with the vehicle's own STATUSTEXT reasons. A read-only
+link refuses every command that would change the vehicle.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import select
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+os.environ.setdefault("MAVLINK20", "1")
+from pymavlink import mavutil  # noqa: E402
+from pymavlink.dialects.v20 import ardupilotmega as mavlink  # noqa: E402
+
+from ..errors import MavlinkError, ReadOnlyLink  # noqa: E402
+
+log = logging.getLogger("sitlpool.mavlink")
+A = mavlink
+RESULTS = {
+    A.MAV_RESULT_ACCEPTED: "accepted", A.MAV_RESULT_TEMPORARILY_REJECTED: "temporarily rejected",
+    A.MAV_RESULT_DENIED: "denied", A.MAV_RESULT_UNSUPPORTED: "unsupported", A.MAV_RESULT_FAILED: "failed",
+    A.MAV_RESULT_IN_PROGRESS: "in progress",
+}
+FORCE_MAGIC = 21196
+
+
+def parse_endpoint(endpoint: str) -> tuple[str, str, int]:
+    """``tcp:HOST:PORT`` / ``udp:HOST:PORT`` -> (proto, host, port); a clear ValueError otherwise."""
+    try:
+        proto, host, port_s = endpoint.rsplit(":", 2) if endpoint.count(":") >= 2 else ("tcp", *endpoint.rsplit(":", 1))
+        port = int(port_s)
+        if proto not in ("tcp", "udp") or not host or not 0 < port < 65536:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"endpoint {endpoint!r} is not tcp:HOST:PORT or udp:HOST:PORT (e.g. tcp:127.0.0.1:5760)") from None
+    return proto, host, port
+
+
+@dataclass
+class VehicleState:
+    """The latest of what the vehicle said. Times are ``time.monotonic()``."""
+
+    sysid: int | None = None
+    vehicle_type: int | None = None
+    custom_mode: int | None = None
+    mode: str | None = None
+    armed: bool = False
+    system_status: int | None = None
+    lat: float | None = None
+    lon: float | None = None
+    alt_amsl: float | None = None
+    rel_alt: float | None = None
+    vn: float = 0.0
+    ve: float = 0.0
+    vd: float = 0.0
+    groundspeed: float = 0.0
+    climb: float = 0.0
+    heading: float | None = None
+    battery_remaining: int | None = None
+    voltage: float | None = None
+    gps_fix: int | None = None
+    gps_sats: int | None = None
+    home: tuple[float, float, float] | None = None
+    is_simulator: bool = False
+    last_heartbeat: float | None = None
+    first_heartbeat: float | None = None
+    texts: deque = field(default_factory=lambda: deque(maxlen=50))  # (unix time, severity, text)
+
+    def heartbeat_age(self) -> float | None:
+        return None if self.last_heartbeat is None else time.monotonic() - self.last_heartbeat
+
+    def as_dict(self) -> dict:
+        return {
+            "mode": self.mode, "armed": self.armed,
+            "system_status": mavutil.mavlink.enums["MAV_STATE"][self.system_status].name.replace("MAV_STATE_", "")
+            if self.system_status is not None and self.system_status in mavutil.mavlink.enums["MAV_STATE"] else None,
+            "lat": self.lat, "lon": self.lon, "alt_amsl_m": self.alt_amsl, "relative_alt_m": self.rel_alt,
+            "groundspeed_m_s": round(self.groundspeed, 2), "climb_m_s": round(self.climb, 2),
+            "velocity_ned_m_s": [round(self.vn, 2), round(self.ve, 2), round(self.vd, 2)],
+            "heading_deg": self.heading, "battery_remaining_pct": self.battery_remaining, "battery_voltage_v": self.voltage,
+            "gps_fix_type": self.gps_fix, "gps_satellites": self.gps_sats,
+            "home": None if self.home is None else {"lat": self.home[0], "lon": self.home[1], "alt_amsl_m": self.home[2]},
+            "heartbeat_age_s": None if self.last_heartbeat is None else round(self.heartbeat_age(), 3),
+            "is_simulator": self.is_simulator,
+            "recent_texts": [t for _, _, t in list(self.texts)[-10:]],
+        }
+
+
+class VehicleLink:
+    """A MAVLink client of one vehicle endpoint, running on its own daemon thread.
+
+    ``state`` is one of: connecting, connected (a HEARTBEAT seen), lost (no HEARTBEAT
+    for ``lost_after`` s), closed (the vehicle closed the connection), stopped.
+    """
+
+    def __init__(self, endpoint: str, *, read_only: bool = False, name: str = "", lost_after: float = 3.0,
+                 connect_timeout: float | None = None, stream_hz: float = 4.0, source_system: int = 255):
+        self.endpoint = endpoint
+        self.proto, self.host, self.port = parse_endpoint(endpoint)
+        self.read_only = read_only
+        self.name = name or endpoint
+        self.lost_after = lost_after
+        self.connect_timeout = connect_timeout
+        self.stream_hz = stream_hz
+        self.vehicle = VehicleState()
+        self.state = "connecting"
+        self.error: str | None = None
+        self._mav = A.MAVLink(None, source_system, A.MAV_COMP_ID_MISSIONPLANNER)
+        self._mav.robust_parsing = True
+        self._sock: socket.socket | None = None
+        self._send_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._params: dict[str, float] = {}
+        self._acks: deque = deque(maxlen=20)
+        self._seen = 0  # messages counted, for waiters
+        self._listeners: list = []
+        self._thread = threading.Thread(target=self._run, name=f"mavlink {self.name}", daemon=True)
+
+    # ---- life ---------------------------------------------------------------------
+
+    def start(self) -> "VehicleLink":
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the thread and close the connection (the vehicle keeps running)."""
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(5)
+        self._set_state("stopped")
+
+    @property
+    def connected(self) -> bool:
+        return self.state == "connected"
+
+    def _set_state(self, state: str, error: str | None = None) -> None:
+        with self._cond:
+            if self.state in ("stopped",) and state != "stopped":
+                return
+            if state != self.state and state in ("lost", "closed"):
+                log.warning("%s: vehicle %s%s", self.name, state, f" ({error})" if error else "")
+            self.state = state
+            if error:
+                self.error = error
+            self._cond.notify_all()
+
+    def _connect(self) -> socket.socket | None:
+        deadline = None if self.connect_timeout is None else time.monotonic() + self.connect_timeout
+        while not self._stop.is_set():
+            try:
+                if self.proto == "tcp":
+                    s = socket.create_connection((self.host, self.port), timeout=2)
+                else:  # udp: we send first, so the vehicle (udpin side) learns our address
+                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    s.connect((self.host, self.port))
+                s.setblocking(False)
+                if self.proto == "tcp":
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return s
+            except OSError as e:
+                if deadline is not None and time.monotonic() > deadline:
+                    self._set_state("closed", f"cannot connect to {self.endpoint}: {e.strerror or e}")
+                    return None
+                self._stop.wait(0.01)
+        return None
+
+    def _run(self) -> None:
+        try:
+            s = self._connect()
+            if s is None:
+                return
+            self._sock = s
+            next_hb = 0.0
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if now >= next_hb:
+                    next_hb = now + 1.0
+                    self._send(A.MAVLink_heartbeat_message(A.MAV_TYPE_GCS, A.MAV_AUTOPILOT_INVALID, 0, 0, A.MAV_STATE_ACTIVE, 3))
+                hb = self.vehicle.last_heartbeat
+                if self.state == "connected" and hb is not None and now - hb > self.lost_after:
+                    self._set_state("lost", f"no HEARTBEAT for {now - hb:.1f}s")
+                r, _, _ = select.select([s], [], [], max(0.0, min(0.2, next_hb - now)))
+                if not r:
+                    continue
+                try:
+                    data = s.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError as e:
+                    self._set_state("closed", f"connection error: {e.strerror or e}")
+                    return
+                if not data:
+                    self._set_state("closed", "the vehicle closed the connection")
+                    return
+                try:
+                    msgs = self._mav.parse_buffer(data) or []
+                except Exception:  # a corrupt frame: skip it, as robust parsing does
+                    msgs = []
+                for m in msgs:
+                    self._handle(m)
+        finally:
+            if self._sock is not None:
+                self._sock.close()
+
+    def _send(self, msg) -> None:
+        s = self._sock
+        if s is None:
+            raise MavlinkError(f"{self.name}: not connected to the vehicle yet")
+        data = msg.pack(self._mav)
+        with self._send_lock:
+            try:
+                if self.proto == "tcp":
+                    s.setblocking(True)
+                    s.settimeout(2)
+                    s.sendall(data)
+                    s.setblocking(False)
+                else:
+                    s.send(data)
+            except OSError as e:
+                raise MavlinkError(f"{self.name}: send failed: {e.strerror or e}") from None
+
+    # ---- what the vehicle says ------------------------------------------------------
+
+    def _handle(self, m) -> None:
+        t = m.get_type()
+        v = self.vehicle
+        with self._cond:
+            self._seen += 1
+            if t == "HEARTBEAT":
+                if m.type == A.MAV_TYPE_GCS or m.autopilot == A.MAV_AUTOPILOT_INVALID:
+                    return
+                first = v.last_heartbeat is None
+                v.sysid = m.get_srcSystem()
+                v.vehicle_type = m.type
+                v.custom_mode = m.custom_mode
+                v.mode = mode_name(m.type, m.custom_mode)
+                v.armed = bool(m.base_mode & A.MAV_MODE_FLAG_SAFETY_ARMED)
+                v.system_status = m.system_status
+                v.last_heartbeat = time.monotonic()
+                if first:
+                    v.first_heartbeat = v.last_heartbeat
+                if self.state != "connected":
+                    self.state = "connected"
+                    if first and self.stream_hz > 0:
+                        threading.Thread(target=self._request_streams, daemon=True).start()
+            elif t == "GLOBAL_POSITION_INT":
+                v.lat, v.lon = m.lat / 1e7, m.lon / 1e7
+                v.alt_amsl, v.rel_alt = m.alt / 1000, m.relative_alt / 1000
+                v.vn, v.ve, v.vd = m.vx / 100, m.vy / 100, m.vz / 100
+                if m.hdg != 65535:
+                    v.heading = m.hdg / 100
+            elif t == "VFR_HUD":
+                v.groundspeed, v.climb = m.groundspeed, m.climb
+            elif t == "SYS_STATUS":
+                v.voltage = m.voltage_battery / 1000 if m.voltage_battery != 65535 else None
+                v.battery_remaining = m.battery_remaining if m.battery_remaining >= 0 else None
+            elif t == "BATTERY_STATUS":
+                if m.battery_remaining >= 0:
+                    v.battery_remaining = m.battery_remaining
+            elif t == "GPS_RAW_INT":
+                v.gps_fix, v.gps_sats = m.fix_type, m.satellites_visible
+            elif t == "HOME_POSITION":
+                v.home = (m.latitude / 1e7, m.longitude / 1e7, m.altitude / 1000)
+            elif t == "SIMSTATE":
+                v.is_simulator = True
+            elif t == "STATUSTEXT":
+                v.texts.append((time.time(), m.severity, m.text))
+            elif t == "PARAM_VALUE":
+                self._params[m.param_id] = m.param_value
+            elif t == "COMMAND_ACK":
+                self._acks.append((m.command, m.result, time.monotonic()))
+            self._cond.notify_all()
+        for cb in list(self._listeners):
+            cb(m)
+
+    def _request_streams(self) -> None:
+        try:
+            self._send(A.MAVLink_request_data_stream_message(self.vehicle.sysid or 1, 1, A.MAV_DATA_STREAM_ALL,
+                                                             int(self.stream_hz), 1))
+        except MavlinkError:
+            pass
+
+    def wait(self, pred, timeout: float) -> bool:
+        """Wait until ``pred(self.vehicle)`` is true (re-checked on every message)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not pred(self.vehicle):
+                left = deadline - time.monotonic()
+                if left <= 0 or self.state in ("closed", "stopped"):
+                    return bool(pred(self.vehicle))
+                self._cond.wait(min(left, 0.2))
+            return True
+
+    def wait_heartbeat(self, timeout: float) -> bool:
+        return self.wait(lambda v: v.last_heartbeat is not None, timeout)
+
+    def texts_since(self, t0: float) -> list[str]:
+        return [t for when, _, t in list(self.vehicle.texts) if when >= t0]
+
+    def on_message(self, callback) -> None:
+        self._listeners.append(callback)
+
+    # ---- commands -------------------------------------------------------------------
+
+    def _writable(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlyLink(
+                f"{self.name} is attached read-only: '{what}' would change a vehicle that someone else runs; "
+                "attach with control=True if you own it"
+            )
+        if self.state != "connected":
+            raise MavlinkError(f"{self.name}: vehicle not connected ({self.state}{': ' + self.error if self.error else ''})")
+
+    def command(self, cmd: int, *params: float, timeout: float = 5.0, what: str = "") -> None:
+        """COMMAND_LONG and wait for its ACK; raise MavlinkError with the vehicle's reasons if refused."""
+        what = what or _cmd_name(cmd)
+        self._writable(what)
+        p = [float(x) for x in params] + [0.0] * (7 - len(params))
+        t0, t0_wall = time.monotonic(), time.time()
+        self._send(A.MAVLink_command_long_message(self.vehicle.sysid or 1, 1, cmd, 0, *p))
+        got: list = []
+
+        def acked(_v):
+            for c, r, when in self._acks:
+                if c == cmd and when >= t0:
+                    got.append(r)
+                    return True
+            return False
+
+        if not self.wait(acked, timeout):
+            raise MavlinkError(f"{self.name}: no COMMAND_ACK for {what} within {timeout:g}s; is the vehicle still there?")
+        result = got[0]
+        if result != A.MAV_RESULT_ACCEPTED:
+            time.sleep(0.05)  # the reason texts travel next to the ACK
+            reasons = [t for t in self.texts_since(t0_wall - 0.5) if not t.startswith("PreArm") or "Arm" in t] or []
+            why = "; ".join(dict.fromkeys(reasons[-3:])) or "no reason given"
+            raise MavlinkError(f"{what} refused by the vehicle ({RESULTS.get(result, result)}): {why}")
+
+    def arm(self, force: bool = False) -> None:
+        self.command(A.MAV_CMD_COMPONENT_ARM_DISARM, 1, FORCE_MAGIC if force else 0, what="arm")
+
+    def disarm(self, force: bool = False) -> None:
+        self.command(A.MAV_CMD_COMPONENT_ARM_DISARM, 0, FORCE_MAGIC if force else 0, what="disarm")
+
+    def set_mode(self, mode: str) -> None:
+        mapping = mode_mapping(self.vehicle.vehicle_type)
+        key = mode.upper().strip()
+        if key not in mapping:
+            raise MavlinkError(f"unknown mode {mode!r}; this vehicle has: {', '.join(sorted(mapping))}")
+        self.command(A.MAV_CMD_DO_SET_MODE, A.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED, mapping[key], what=f"mode {key}")
+        self.wait(lambda v: v.mode == key, 3.0)
+
+    def takeoff(self, altitude_m: float) -> None:
+        self.command(A.MAV_CMD_NAV_TAKEOFF, 0, 0, 0, 0, 0, 0, altitude_m, what=f"takeoff to {altitude_m:g} m")
+
+    def goto(self, lat: float, lon: float, altitude_m: float) -> None:
+        self._writable("goto")
+        self._send(A.MAVLink_set_position_target_global_int_message(
+            0, self.vehicle.sysid or 1, 1, A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT, 0b110111111000,
+            int(lat * 1e7), int(lon * 1e7), float(altitude_m), 0, 0, 0, 0, 0, 0, 0, 0))
+
+    def land(self) -> None:
+        self.command(A.MAV_CMD_NAV_LAND, what="land")
+
+    def rtl(self) -> None:
+        self.command(A.MAV_CMD_NAV_RETURN_TO_LAUNCH, what="rtl")
+
+    def get_param(self, name: str, timeout: float = 3.0) -> float:
+        key = name.upper()
+        if self.state != "connected":
+            raise MavlinkError(f"{self.name}: vehicle not connected ({self.state})")
+        with self._cond:
+            self._params.pop(key, None)
+        self._send(A.MAVLink_param_request_read_message(self.vehicle.sysid or 1, 1, key.encode(), -1))
+        if not self.wait(lambda _v: key in self._params, timeout):
+            raise MavlinkError(f"parameter {key} did not answer within {timeout:g}s: the vehicle has no such parameter; check the name")
+        return self._params[key]
+
+    def set_param(self, name: str, value: float, timeout: float = 3.0) -> float:
+        key = name.upper()
+        self._writable(f"set parameter {key}")
+        self.get_param(key, timeout)  # refuse unknown names clearly: ArduPilot ignores them silently
+        with self._cond:
+            self._params.pop(key, None)
+        self._send(A.MAVLink_param_set_message(self.vehicle.sysid or 1, 1, key.encode(), float(value), A.MAV_PARAM_TYPE_REAL32))
+        if not self.wait(lambda _v: key in self._params, timeout):
+            raise MavlinkError(f"parameter {key}: no PARAM_VALUE after setting it")
+        got = self._params[key]
+        if not math.isclose(got, float(value), rel_tol=1e-5, abs_tol=1e-6):
+            raise MavlinkError(f"parameter {key}: the vehicle kept {got:g} instead of {value:g} (out of range?)")
+        return got
+
+    def reboot(self) -> None:
+        self.command(A.MAV_CMD_PREFLIGHT_REBOOT_SHUTDOWN, 1, what="reboot")
+
+
+def mode_mapping(vehicle_type: int | None) -> dict[str, int]:
+    m = mavutil.mode_mapping_byname(vehicle_type if vehicle_type is not None else A.MAV_TYPE_QUADROTOR)
+    return dict(m or mavutil.mode_mapping_acm)
+
+
+def mode_name(vehicle_type: int, custom_mode: int) -> str:
+    for name, num in mode_mapping(vehicle_type).items():
+        if num == custom_mode:
+            return name
+    return f"MODE({custom_mode})"
+
+
+def _cmd_name(cmd: int) -> str:
+    e = mavutil.mavlink.enums["MAV_CMD"].get(cmd)
+    return e.name.replace("MAV_CMD_", "").lower() if e else f"command {cmd}"
