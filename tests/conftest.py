@@ -39,11 +39,40 @@ def instances(worker_id) -> list[int]:
     return list(range(start, start + BLOCK))
 
 
+def processes_under(root: Path) -> list[int]:
+    """Pids whose cwd lies inside ``root`` (every SITL runs in its instance's session dir)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cwd = os.readlink(f"/proc/{d}/cwd")
+            except OSError:
+                continue
+            if cwd == str(root) or cwd.startswith(str(root) + "/"):
+                out.append(int(d))
+    return out
+
+
 @pytest.fixture
 def data_dir(tmp_path) -> Path:
+    """This test's data dir. At teardown, any process still running inside it is a leak:
+    it is killed (by pid) and the test errors, naming it."""
     d = tmp_path / "data"
     d.mkdir()
-    return d
+    yield d
+    deadline = time.monotonic() + 5  # a kill in flight (grace period) may still be finishing
+    left = processes_under(d)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in processes_under(d) if open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    if left:
+        names = [" ".join(open(f"/proc/{p}/cmdline").read().split("\0")) for p in left]
+        for p in left:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        raise AssertionError(f"test left processes running in its data dir: {names}")
 
 
 @pytest.fixture

@@ -262,15 +262,14 @@ class ManagedSitl(SitlProcess):
         return cmd + self.extra_args
 
     def _check(self, n: int) -> str | None:
-        """Under n's lease: the port probe; ports held by the SITL our own pid file names
-        are an orphan of ours, reaped at once so a crash never strands the instance."""
-        why = probe(self.pool_ports(n))
-        if why and pidfiles.read(self.settings.data_dir, n) is not None:
+        """Under n's lease: a SITL that our pid file for n names is an orphan (nobody else
+        can hold n now), reaped at once so a crash never strands the instance; then the
+        port probe."""
+        if pidfiles.read(self.settings.data_dir, n) is not None:
             r = _reap_locked(self.settings.data_dir, n)
-            if r:
+            if r and r.action in ("terminated", "killed"):
                 log.warning("%s", r.reason)
-                why = probe(self.pool_ports(n))
-        return why
+        return probe(self.pool_ports(n))
 
     @staticmethod
     def pool_ports(n: int) -> Ports:

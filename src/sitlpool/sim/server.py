@@ -175,10 +175,11 @@ class Simulator:
         if cfg.wait_for_client:
             print("Waiting for connection ....", flush=True)
             conn, _ = s0.accept()  # blocks (0% CPU), as SITL's tcp:0:wait does
+            signal.signal(signal.SIGTERM, self._sigterm)  # before a client can see us booted
             print(f"Connection on serial port {self.ports.serial0}", flush=True)
             self.attach("serial0", conn)
-        self.boot_ports()
         signal.signal(signal.SIGTERM, self._sigterm)
+        self.boot_ports()
         self.copter.text(A.MAV_SEVERITY_INFO, "ArduCopter V4.7.0-dev (sitlpool sim)")
         self.copter.text(A.MAV_SEVERITY_INFO, f"Frame: QUAD/X  instance {cfg.instance}")
         self.loop()
