@@ -124,6 +124,6 @@ class Params:
         return True
 
     def save(self) -> None:
-        tmp = self.eeprom.with_suffix(".tmp")
+        tmp = self.eeprom.with_name(f".{self.eeprom.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(self.values))
         os.replace(tmp, self.eeprom)
