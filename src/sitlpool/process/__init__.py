@@ -5,3 +5,6 @@ from .managed import KillReport, ManagedManager, ManagedSitl, ReapReport, kill_i
 
 __all__ = ["KillReport", "ManagedManager", "ManagedSitl", "ProcessManager", "ReapReport", "SitlProcess", "Status",
            "kill_instance", "reap_orphans"]
+from .unmanaged import DiscoveredSitl, NameService, SitlManager, UnmanagedManager, UnmanagedSitl, attach, discover
+
+__all__ += ["DiscoveredSitl", "NameService", "SitlManager", "UnmanagedManager", "UnmanagedSitl", "attach", "discover"]

@@ -64,6 +64,7 @@ class SitlProcess(abc.ABC):
         self._host_id = host_id
         self._status: Status | None = None
         self._dead = threading.Event()
+        self._quitting = threading.Event()
         self._reported = False
         self.link = None  # the VehicleLink once running
 
@@ -107,6 +108,11 @@ class SitlProcess(abc.ABC):
     def ready(self) -> bool:
         """True once the vehicle has answered (the handle is running)."""
         return self.link is not None and self.link.vehicle.first_heartbeat is not None and not self.dead
+
+    @property
+    def quitting(self) -> bool:
+        """True once ``kill`` was asked for (the handle may not be dead yet)."""
+        return self._quitting.is_set()
 
     @property
     def dead(self) -> bool:

@@ -17,6 +17,7 @@ from .. import pidfiles, procinfo
 from ..config import load_settings
 from ..errors import KillRefused, ProcessError
 from ..instances import Ports, unusable
+from ..instances import ports as _ports_of
 from ..leases import Lease, LeasePool
 from ..mavlink import VehicleLink
 from ..ports import SITL_NAMES, busy_ports, name_holders, probe
@@ -241,11 +242,11 @@ class ManagedSitl(SitlProcess):
         return self.popen.pid if self.popen else None
 
     @property
-    def binary(self) -> Path | None:
+    def _binary(self) -> Path | None:
         return self.settings.sitl_binary
 
     def _command(self, n: int) -> list[str]:
-        binary = self.binary
+        binary = self._binary
         cmd = [str(binary)] if binary else builtin_command()
         cmd += ["-I", str(n), "--model", self.model, "--speedup", f"{self.speedup:g}"]
         if self.home:
@@ -269,18 +270,12 @@ class ManagedSitl(SitlProcess):
             r = _reap_locked(self.settings.data_dir, n)
             if r and r.action in ("terminated", "killed"):
                 log.warning("%s", r.reason)
-        return probe(self.pool_ports(n))
-
-    @staticmethod
-    def pool_ports(n: int) -> Ports:
-        from ..instances import ports
-
-        return ports(n)
+        return probe(_ports_of(n))
 
     def spawn(self) -> None:
         if self.popen is not None:
             raise ProcessError(f"{self.name} was already spawned; create a new handle to launch again")
-        binary = self.binary
+        binary = self._binary
         if binary is not None and not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
             raise ProcessError(f"SITL binary {binary} is not an executable file; fix SITLPOOL_SITL_BINARY or unset it "
                                "to use the built-in vehicle")
@@ -335,10 +330,10 @@ class ManagedSitl(SitlProcess):
             if self.link.wait_heartbeat(min(0.05, max(0.0, deadline - time.monotonic()))):
                 return True
         if self.dead:
-            raise ProcessError(self.exit_explanation())
+            raise ProcessError(self._exit_explanation())
         return False
 
-    def exit_explanation(self) -> str:
+    def _exit_explanation(self) -> str:
         tail = stderr_tail(self.cwd / "stderr") if self.cwd else ""
         return (f"{self.name}: the SITL on instance {self.lease.instance if self.lease else '?'} {self.status.reason} before it was ready"
                 + (f"; last lines of its stderr:\n{tail}" if tail else " (its stderr is empty)"))
@@ -352,6 +347,7 @@ class ManagedSitl(SitlProcess):
             return
         if not self.dead:
             self._kill_requested = True
+            self._quitting.set()
             if self.link is not None:
                 self.link.close()  # we stop it on purpose: no "vehicle closed" warning
             procinfo.signal_group(self.popen.pid, signal.SIGTERM)
