@@ -1,0 +1,198 @@
+"""The MCP server: one per agent (``sitlpool serve``), stdio by default, streamable HTTP
+on loopback on request. Thin: every tool parses, calls ``Sessions``, formats."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+from .errors import SitlpoolError
+from .sessions import Sessions
+
+log = logging.getLogger("sitlpool.server")
+
+RO = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+ACT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+IDEM = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
+
+
+def build(sessions: Sessions) -> MCPServer:
+    mcp = MCPServer("sitlpool", instructions=(
+        "ArduPilot SITL sessions on leased instances. open_sitl launches a vehicle you own; attach_sitl watches one "
+        "someone else runs (read-only unless control=True). Fly with arm/set_mode/takeoff/goto/land/rtl and wait_until; "
+        "close_sitl when done."))
+
+    async def call(fn, *a, **kw):
+        try:
+            return await anyio.to_thread.run_sync(lambda: fn(*a, **kw))
+        except (SitlpoolError, ValueError, KeyError) as e:
+            raise ToolError(str(e).strip("'\"")) from None
+
+    @mcp.tool(annotations=RO)
+    async def server_info() -> dict:
+        """This server: its id, pool, lock dir, sessions, and what it reaped at start."""
+        s = sessions
+        return {"server_id": s.server_id, "pid": os.getpid(), "pool": list(s.pool.pool), "lock_dir": str(s.pool.lock_dir),
+                "data_dir": str(s.settings.data_dir), "sitl_binary": str(s.settings.sitl_binary or "built-in vehicle"),
+                "sessions": len([x for x in s.sessions.values() if not x.closed]),
+                "reaped_at_start": [r.as_dict() for r in s.reaped], "uptime_s": round(time.time() - s.started, 1)}
+
+    @mcp.tool(annotations=RO)
+    async def list_instances(all: bool = False) -> dict:
+        """Every leased instance (any process, any lock file), SITLs running without a lease, and with all=True the free pool instances."""
+        return await call(sessions.list_instances, all)
+
+    @mcp.tool(annotations=ACT)
+    async def lease_instance(owner: str, instance: int | None = None, wait_s: float = 0) -> dict:
+        """Reserve an instance for something you launch yourself (held until release_instance or this server exits)."""
+        lease = await call(sessions.lease, owner, instance, wait_s)
+        return {"instance": lease.instance, "owner": lease.owner, "ports": lease.ports.as_dict()}
+
+    @mcp.tool(annotations=IDEM)
+    async def release_instance(instance: int) -> dict:
+        """Release an instance leased with lease_instance."""
+        await call(sessions.release, instance)
+        return {"released": instance}
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    async def kill_instance(instance: int, force: bool = False) -> dict:
+        """Kill a stray SITL on an instance nobody holds (refused, naming the holder, if someone does)."""
+        return (await call(sessions.kill_instance, instance, force)).as_dict()
+
+    @mcp.tool(annotations=ACT)
+    async def open_sitl(model: str = "quad", instance: int | None = None, label: str | None = None, speedup: float = 1,
+                        home: str | None = None, params: dict[str, float] | None = None, wipe: bool = True,
+                        wait_s: float = 0) -> dict:
+        """Launch a SITL on a leased instance (the configured binary or the built-in vehicle) and connect to it."""
+        return (await call(sessions.open, model, instance, label, speedup, home, params, wipe, wait_s)).info()
+
+    @mcp.tool(annotations=ACT)
+    async def attach_sitl(instance: int | None = None, endpoint: str | None = None, label: str | None = None,
+                          control: bool = False) -> dict:
+        """Attach to a SITL someone else runs (by instance or tcp:HOST:PORT); read-only unless control=True."""
+        if (instance is None) == (endpoint is None):
+            raise ToolError("attach_sitl needs exactly one of instance or endpoint (e.g. endpoint='tcp:127.0.0.1:5762')")
+        return (await call(sessions.attach, instance, endpoint, label, control)).info()
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    async def close_sitl(session_id: str) -> dict:
+        """Close a session: a launched SITL is stopped and its lease released; an attached one is only detached."""
+        return await call(sessions.close, session_id)
+
+    @mcp.tool(annotations=RO)
+    async def list_sessions() -> list[dict]:
+        """This server's sessions."""
+        return [s.info() for s in sessions.sessions.values() if not s.closed]
+
+    @mcp.tool(annotations=RO)
+    async def snapshot(session_id: str) -> dict:
+        """Mode, armed, position, altitude, speeds, heading, battery, GPS, status, heartbeat age, recent texts, process state."""
+        return await call(sessions.snapshot, session_id)
+
+    @mcp.tool(annotations=ACT)
+    async def arm(session_id: str) -> dict:
+        """Arm the motors (refusals come back with the vehicle's PreArm reasons)."""
+        return await call(sessions.fly, session_id, "arm")
+
+    @mcp.tool(annotations=ACT)
+    async def disarm(session_id: str, force: bool = False) -> dict:
+        """Disarm (force=True disarms even in the air: the vehicle falls)."""
+        return await call(sessions.fly, session_id, "disarm", force=force)
+
+    @mcp.tool(annotations=IDEM)
+    async def set_mode(session_id: str, mode: str) -> dict:
+        """Change flight mode (GUIDED, LOITER, ALT_HOLD, STABILIZE, RTL, LAND, BRAKE, AUTO, ...)."""
+        return await call(sessions.fly, session_id, "set_mode", mode=mode)
+
+    @mcp.tool(annotations=ACT)
+    async def takeoff(session_id: str, altitude_m: float) -> dict:
+        """Take off to altitude_m above home (GUIDED and armed first)."""
+        return await call(sessions.fly, session_id, "takeoff", altitude_m=altitude_m)
+
+    @mcp.tool(annotations=ACT)
+    async def goto(session_id: str, lat: float, lon: float, altitude_m: float) -> dict:
+        """Fly to lat/lon at altitude_m above home (GUIDED, flying)."""
+        return await call(sessions.fly, session_id, "goto", lat=lat, lon=lon, altitude_m=altitude_m)
+
+    @mcp.tool(annotations=ACT)
+    async def land(session_id: str) -> dict:
+        """Land where the vehicle is."""
+        return await call(sessions.fly, session_id, "land")
+
+    @mcp.tool(annotations=ACT)
+    async def rtl(session_id: str) -> dict:
+        """Return to launch and land."""
+        return await call(sessions.fly, session_id, "rtl")
+
+    @mcp.tool(annotations=RO)
+    async def wait_until(session_id: str, condition: str, value: str | float | None = None, timeout_s: float = 30) -> dict:
+        """Wait (at most 55 s) for altitude_above/altitude_below (m), armed, disarmed, mode (name), reached (radius m of the last goto), landed, text. Returns met, timeout or died."""
+        return await call(sessions.wait_until, session_id, condition, value, timeout_s)
+
+    @mcp.tool(annotations=RO)
+    async def get_param(session_id: str, name: str) -> dict:
+        """Read a vehicle parameter."""
+        s = await call(sessions.get, session_id)
+        return {"name": name.upper(), "value": await call(s.link.get_param, name)}
+
+    @mcp.tool(annotations=IDEM)
+    async def set_param(session_id: str, name: str, value: float) -> dict:
+        """Set a vehicle parameter (refused on a read-only attachment)."""
+        s = await call(sessions.get, session_id)
+        return {"name": name.upper(), "value": await call(s.link.set_param, name, value)}
+
+    return mcp
+
+
+def check_loopback(host: str) -> None:
+    try:
+        ok = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        ok = False
+    if not ok:
+        raise SitlpoolError(f"refusing to serve MCP over HTTP on {host}: sitlpool binds loopback only "
+                            "(127.0.0.1 or ::1); tunnel it if you need it elsewhere")
+
+
+def serve(http_port: int | None = None, host: str = "127.0.0.1", settings=None) -> int:
+    if http_port is not None:
+        check_loopback(host)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="sitlpool %(levelname)s %(name)s: %(message)s")
+    sessions = Sessions(settings)
+    sessions.start()
+    mcp = build(sessions)
+    stop = threading.Event()
+
+    def idle_reaper():
+        while not stop.wait(min(30.0, sessions.settings.idle_timeout_s / 4)):
+            sessions.close_idle()
+
+    threading.Thread(target=idle_reaper, daemon=True, name="idle sessions").start()
+
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        if http_port is None:
+            anyio.run(mcp.run_stdio_async)
+        else:
+            anyio.run(lambda: mcp.run_streamable_http_async(host=host, port=http_port))
+    except SystemExit:
+        pass
+    finally:
+        stop.set()
+        sessions.close_all()
+    return 0

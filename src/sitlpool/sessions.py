@@ -1,0 +1,310 @@
+"""One server's sessions: open (managed) / attach (unmanaged) / close, leases taken for
+the agent, orphan reaping at start. Interfaces (MCP server, CLI) only call this."""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .config import load_settings
+from .errors import MavlinkError, SessionError, SitlpoolError
+from .leases import Lease, LeasePool
+from .process import SitlManager, SitlProcess, discover, kill_instance, reap_orphans
+from .process.managed import ManagedSitl
+
+log = logging.getLogger("sitlpool.sessions")
+MAX_BLOCK_S = 55.0  # no tool may block longer than 60 s
+CONDITIONS = ("altitude_above", "altitude_below", "armed", "disarmed", "mode", "reached", "landed", "text")
+
+
+def new_id() -> str:
+    return secrets.token_hex(3)
+
+
+@dataclass
+class Session:
+    id: str
+    label: str
+    handle: SitlProcess
+    kind: str  # "managed" or "unmanaged"
+    created: float = field(default_factory=time.time)
+    last_used: float = field(default_factory=time.monotonic)
+    last_goto: tuple[float, float, float] | None = None
+    closed: bool = False
+
+    @property
+    def link(self):
+        return self.handle.link
+
+    @property
+    def state(self) -> str:
+        if self.closed:
+            return "closed"
+        if self.handle.dead:
+            return "died"
+        if self.link is not None and self.link.state == "lost":
+            return "lost"
+        return "running" if self.handle.ready else "starting"
+
+    def info(self) -> dict:
+        h = self.handle
+        out = {
+            "session_id": self.id, "label": self.label, "kind": self.kind, "state": self.state,
+            "instance": h.instance, "pid": h.pid, "read_only": bool(self.link and self.link.read_only),
+        }
+        if h.ports is not None:
+            out["ports"] = h.ports.as_dict()
+        if self.kind == "managed" and h.ports is not None:
+            out["connect"] = {
+                "serial1": f"tcp:127.0.0.1:{h.ports.serial1}",
+                "serial2": f"tcp:127.0.0.1:{h.ports.serial2}",
+                "mavproxy": f"mavproxy.py --master=tcp:127.0.0.1:{h.ports.serial1}",
+                "note": "serial0 is sitlpool's own link; each serial port serves one client",
+            }
+        elif self.link is not None:
+            out["endpoint"] = self.link.endpoint
+        if h.dead and h.status is not None:
+            out["status"] = h.status.as_dict()
+        return out
+
+
+class Sessions:
+    def __init__(self, settings=None, server_id: str | None = None):
+        self.settings = settings or load_settings()
+        self.pool = LeasePool.from_settings(self.settings)
+        self.manager = SitlManager(self.settings, self.pool)
+        self.server_id = server_id or new_id()
+        self.sessions: dict[str, Session] = {}
+        self.leases: dict[int, Lease] = {}
+        self.reaped: list = []
+        self.started = time.time()
+        self._lock = threading.RLock()
+
+    def start(self) -> list:
+        """Reap what crashed servers left behind (only what nobody holds)."""
+        self.reaped = reap_orphans(self.settings, LeasePool.from_settings(self.settings, check=False))
+        for r in self.reaped:
+            log.info("reaped: %s", r.reason)
+        return self.reaped
+
+    def owner(self, sid: str, label: str) -> str:
+        return f"sitlpool session {sid} ({label})"
+
+    def get(self, session_id: str) -> Session:
+        s = self.sessions.get(session_id)
+        if s is None or s.closed:
+            known = ", ".join(k for k, v in self.sessions.items() if not v.closed) or "none"
+            raise SessionError(f"unknown session {session_id!r}; open sessions: {known} (list_sessions shows them)")
+        s.last_used = time.monotonic()
+        return s
+
+    def open(self, model: str = "quad", instance: int | None = None, label: str | None = None, speedup: float = 1.0,
+             home: str | None = None, params: dict | None = None, wipe: bool = True, wait_s: float = 0) -> Session:
+        if speedup is None or not (0 < speedup <= 1000):
+            raise SitlpoolError(f"speedup {speedup} is out of range; use a number above 0 and at most 1000")
+        sid = new_id()
+        label = label or f"{model}-{sid}"
+        wait_s = min(max(0.0, wait_s or 0), MAX_BLOCK_S / 2)
+        h = self.manager.start(sid, model=model, instance=instance, wait=wait_s, speedup=speedup, home=home,
+                               params=params, wipe=wipe, owner=self.owner(sid, label),
+                               ready_timeout=min(self.settings.ready_timeout_s, MAX_BLOCK_S - wait_s))
+        s = Session(sid, label, h, "managed")
+        with self._lock:
+            self.sessions[sid] = s
+        return s
+
+    def attach(self, instance: int | None = None, endpoint: str | None = None, label: str | None = None,
+               control: bool = False) -> Session:
+        sid = new_id()
+        label = label or f"attach-{sid}"
+        h = self.manager.attach(sid, instance=instance, endpoint=endpoint, control=control, timeout=10.0)
+        s = Session(sid, label, h, "unmanaged")
+        with self._lock:
+            self.sessions[sid] = s
+        return s
+
+    def close(self, session_id: str) -> dict:
+        s = self.get(session_id)
+        s.handle.kill(wait=True)
+        s.closed = True
+        info = s.info()
+        info["closed"] = "SITL stopped, lease released" if s.kind == "managed" else "detached; the SITL was left running"
+        return info
+
+    def close_all(self) -> None:
+        for s in list(self.sessions.values()):
+            if not s.closed:
+                try:
+                    s.handle.kill(wait=True)
+                except Exception:  # pragma: no cover - best effort at exit
+                    log.exception("closing %s", s.id)
+                s.closed = True
+        for lease in list(self.leases.values()):
+            lease.release()
+        self.leases.clear()
+
+    def close_idle(self, idle_s: float | None = None) -> list[str]:
+        idle_s = self.settings.idle_timeout_s if idle_s is None else idle_s
+        now = time.monotonic()
+        closed = []
+        for s in list(self.sessions.values()):
+            if not s.closed and now - s.last_used > idle_s:
+                log.info("session %s idle for %.0fs: closing", s.id, now - s.last_used)
+                s.handle.kill(wait=True)
+                s.closed = True
+                closed.append(s.id)
+        return closed
+
+    # ---- leases for things the agent launches itself ----------------------------------
+
+    def lease(self, owner: str, instance: int | None = None, wait_s: float = 0) -> Lease:
+        lease = self.pool.acquire(f"{owner} (via sitlpool server {self.server_id})", instance=instance,
+                                  wait=min(max(0.0, wait_s or 0), MAX_BLOCK_S))
+        self.leases[lease.instance] = lease
+        return lease
+
+    def release(self, instance: int) -> None:
+        lease = self.leases.pop(instance, None)
+        if lease is None:
+            mine = ", ".join(map(str, self.leases)) or "none"
+            raise SessionError(f"instance {instance} was not leased through lease_instance on this server "
+                               f"(leases here: {mine}); sessions are released with close_sitl")
+        lease.release()
+
+    def kill_instance(self, instance: int, force: bool = False):
+        return kill_instance(instance, force=force, settings=self.settings, pool=LeasePool.from_settings(self.settings, check=False))
+
+    def list_instances(self, all: bool = False) -> dict:
+        mine = {s.handle.instance: s.id for s in self.sessions.values() if not s.closed and s.kind == "managed"}
+        held = []
+        from .ports import busy_ports, name_holders
+        from .instances import ports
+
+        for h in self.pool.status():
+            d = h.as_dict()
+            d["age"] = d.pop("age_s")
+            d["this_server_session"] = mine.get(h.instance)
+            if h.instance in self.leases:
+                d["this_server_lease"] = True
+            d["busy_ports"] = [b.describe() for b in name_holders(busy_ports(ports(h.instance)))]
+            held.append(d)
+        out = {"pool": list(self.pool.pool), "lock_dir": str(self.pool.lock_dir), "leased": held,
+               "running_without_lease": [d.as_dict() for d in discover(self.settings, self.pool)]}
+        if all:
+            heldset = {h["instance"] for h in held}
+            out["free"] = [n for n in self.pool.pool if n not in heldset]
+        return out
+
+    # ---- flying --------------------------------------------------------------------
+
+    def snapshot(self, session_id: str) -> dict:
+        s = self.get(session_id)
+        snap = s.info()
+        if s.link is not None:
+            snap["vehicle"] = s.link.vehicle.as_dict()
+            snap["link"] = s.link.state
+        return snap
+
+    def wait_until(self, session_id: str, condition: str, value=None, timeout_s: float = 30) -> dict:
+        s = self.get(session_id)
+        if condition not in CONDITIONS:
+            raise SessionError(f"unknown condition {condition!r}; use one of {', '.join(CONDITIONS)}")
+        timeout_s = min(max(0.0, float(timeout_s)), MAX_BLOCK_S)
+        pred = self._predicate(s, condition, value)
+        link = s.link
+        t0 = time.time()
+
+        def check(v):
+            return s.handle.dead or pred(v, t0)
+
+        met = link.wait(check, timeout_s) if link else False
+        if s.handle.dead or (link and link.state in ("closed", "lost") and not pred(link.vehicle, t0)):
+            result = "died"
+        else:
+            result = "met" if met and pred(link.vehicle, t0) else "timeout"
+        return {"result": result, "condition": condition, "value": value, "snapshot": self.snapshot(session_id)}
+
+    def _predicate(self, s: Session, condition: str, value):
+        def need_number():
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                raise SessionError(f"condition {condition} needs a number as value (metres), got {value!r}") from None
+
+        if condition == "altitude_above":
+            x = need_number()
+            return lambda v, t0: v.rel_alt is not None and v.rel_alt >= x
+        if condition == "altitude_below":
+            x = need_number()
+            return lambda v, t0: v.rel_alt is not None and v.rel_alt <= x
+        if condition == "armed":
+            return lambda v, t0: v.armed
+        if condition == "disarmed":
+            return lambda v, t0: not v.armed
+        if condition == "landed":
+            return lambda v, t0: not v.armed or (v.rel_alt is not None and v.rel_alt < 0.3 and abs(v.climb) < 0.1)
+        if condition == "mode":
+            if not value:
+                raise SessionError("condition mode needs the mode name as value, e.g. GUIDED")
+            want = str(value).upper()
+            return lambda v, t0: v.mode == want
+        if condition == "text":
+            if not value:
+                raise SessionError("condition text needs the text to look for as value")
+            return lambda v, t0: any(str(value) in t for when, _, t in list(v.texts) if when >= t0 - 0.01)
+        # reached
+        if s.last_goto is None:
+            raise SessionError("condition reached needs a goto first: it means within a radius of the last goto target")
+        radius = float(value) if value not in (None, "") else 2.0
+        lat, lon, alt = s.last_goto
+
+        def reached(v, t0):
+            if v.lat is None:
+                return False
+            dn = math.radians(v.lat - lat) * 6378137.0
+            de = math.radians(v.lon - lon) * 6378137.0 * math.cos(math.radians(lat))
+            return math.hypot(dn, de) <= radius and abs((v.rel_alt or 0) - alt) <= max(1.0, radius)
+
+        return reached
+
+    def fly(self, session_id: str, action: str, **kw) -> dict:
+        """arm, disarm, set_mode, takeoff, goto, land, rtl; waits for the ACK."""
+        s = self.get(session_id)
+        link = s.link
+        if link is None or s.handle.dead:
+            raise SessionError(f"session {session_id} is {s.state}; open a new one")
+        if action == "arm":
+            link.arm(kw.get("force", False))
+        elif action == "disarm":
+            link.disarm(kw.get("force", False))
+        elif action == "set_mode":
+            link.set_mode(kw["mode"])
+        elif action == "takeoff":
+            alt = float(kw["altitude_m"])
+            if not alt > 0:
+                raise SessionError(f"takeoff altitude {alt} m must be above 0")
+            link.takeoff(alt)
+        elif action == "goto":
+            lat, lon, alt = float(kw["lat"]), float(kw["lon"]), float(kw["altitude_m"])
+            if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+                raise SessionError(f"goto ({lat}, {lon}) is not a valid latitude/longitude")
+            if alt < 0:
+                raise SessionError(f"goto altitude {alt} m is below the ground; use a relative altitude ≥ 0")
+            if link.vehicle.mode != "GUIDED":
+                raise MavlinkError(f"goto needs GUIDED mode (the vehicle is in {link.vehicle.mode}); set_mode GUIDED first")
+            link.goto(lat, lon, alt)
+            s.last_goto = (lat, lon, alt)
+        elif action == "land":
+            link.land()
+        elif action == "rtl":
+            link.rtl()
+        else:  # pragma: no cover
+            raise SessionError(f"unknown action {action}")
+        return {"ok": True, "action": action, "snapshot": self.snapshot(session_id)}
+
+    def is_managed(self, session_id: str) -> bool:
+        return isinstance(self.get(session_id).handle, ManagedSitl)
