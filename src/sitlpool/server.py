@@ -33,9 +33,13 @@ def build(sessions: Sessions) -> MCPServer:
         "someone else runs (read-only unless control=True). Fly with arm/set_mode/takeoff/goto/land/rtl and wait_until; "
         "close_sitl when done."))
 
+    def after_start(fn, a, kw):
+        sessions.wait_started()  # orphans are reaped (in the background) before any tool acts
+        return fn(*a, **kw)
+
     async def call(fn, *a, **kw):
         try:
-            return await anyio.to_thread.run_sync(lambda: fn(*a, **kw))
+            return await anyio.to_thread.run_sync(after_start, fn, a, kw)
         except (SitlpoolError, ValueError, KeyError) as e:
             raise ToolError(str(e).strip("'\"")) from None
 
@@ -43,6 +47,7 @@ def build(sessions: Sessions) -> MCPServer:
     async def server_info() -> dict:
         """This server: its id, pool, lock dir, sessions, and what it reaped at start."""
         s = sessions
+        await call(s.wait_started)
         return {"server_id": s.server_id, "pid": os.getpid(), "pool": list(s.pool.pool), "lock_dir": str(s.pool.lock_dir),
                 "data_dir": str(s.settings.data_dir), "sitl_binary": str(s.settings.sitl_binary or "built-in vehicle"),
                 "sessions": len([x for x in s.sessions.values() if not x.closed]),
@@ -170,7 +175,7 @@ def serve(http_port: int | None = None, host: str = "127.0.0.1", settings=None) 
         check_loopback(host)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="sitlpool %(levelname)s %(name)s: %(message)s")
     sessions = Sessions(settings)
-    sessions.start()
+    sessions.start(background=True)  # answer initialize at once; tools wait for the reaping
     mcp = build(sessions)
     stop = threading.Event()
 

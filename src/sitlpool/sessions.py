@@ -83,13 +83,24 @@ class Sessions:
         self.reaped: list = []
         self.started = time.time()
         self._lock = threading.RLock()
+        self._started = threading.Event()
 
-    def start(self) -> list:
-        """Reap what crashed servers left behind (only what nobody holds)."""
-        self.reaped = reap_orphans(self.settings, LeasePool.from_settings(self.settings, check=False))
-        for r in self.reaped:
-            log.info("reaped: %s", r.reason)
+    def start(self, background: bool = False) -> list:
+        """Reap what crashed servers left behind (only what nobody holds). In the
+        background, ``wait_started`` blocks until it is done."""
+        if background:
+            threading.Thread(target=self.start, name="reap at start", daemon=True).start()
+            return []
+        try:
+            self.reaped = reap_orphans(self.settings, LeasePool.from_settings(self.settings, check=False))
+            for r in self.reaped:
+                log.info("reaped: %s", r.reason)
+        finally:
+            self._started.set()
         return self.reaped
+
+    def wait_started(self, timeout: float = 60) -> None:
+        self._started.wait(timeout)
 
     def owner(self, sid: str, label: str) -> str:
         return f"sitlpool session {sid} ({label})"

@@ -24,6 +24,7 @@ from pymavlink import mavutil  # noqa: E402
 from pymavlink.dialects.v20 import ardupilotmega as mavlink  # noqa: E402
 
 from ..errors import MavlinkError, ReadOnlyLink  # noqa: E402
+from .endpoints import parse_endpoint  # noqa: E402
 
 log = logging.getLogger("sitlpool.mavlink")
 A = mavlink
@@ -33,18 +34,6 @@ RESULTS = {
     A.MAV_RESULT_IN_PROGRESS: "in progress",
 }
 FORCE_MAGIC = 21196
-
-
-def parse_endpoint(endpoint: str) -> tuple[str, str, int]:
-    """``tcp:HOST:PORT`` / ``udp:HOST:PORT`` -> (proto, host, port); a clear ValueError otherwise."""
-    try:
-        proto, host, port_s = endpoint.rsplit(":", 2) if endpoint.count(":") >= 2 else ("tcp", *endpoint.rsplit(":", 1))
-        port = int(port_s)
-        if proto not in ("tcp", "udp") or not host or not 0 < port < 65536:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"endpoint {endpoint!r} is not tcp:HOST:PORT or udp:HOST:PORT (e.g. tcp:127.0.0.1:5760)") from None
-    return proto, host, port
 
 
 @dataclass

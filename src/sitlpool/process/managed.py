@@ -19,7 +19,6 @@ from ..errors import KillRefused, ProcessError
 from ..instances import Ports, unusable
 from ..instances import ports as _ports_of
 from ..leases import Lease, LeasePool
-from ..mavlink import VehicleLink
 from ..ports import SITL_NAMES, busy_ports, name_holders, probe
 from .base import ProcessManager, SitlProcess, Status
 
@@ -301,6 +300,8 @@ class ManagedSitl(SitlProcess):
             raise
         self._waiter = threading.Thread(target=self._wait_exit, name=f"waiter {self.name}", daemon=True)
         self._waiter.start()
+        from ..mavlink import VehicleLink  # pymavlink costs ~60 ms to import: only when a link is made
+
         self.link = VehicleLink(f"tcp:127.0.0.1:{self.lease.ports.serial0}", name=f"{self.name} (instance {n})").start()
 
     def _wait_exit(self) -> None:

@@ -20,7 +20,7 @@ from ..config import load_settings
 from ..errors import NotRunning, ResolveError
 from ..instances import MAX_INSTANCE, SERIAL0_BASE, SERIAL_NAMES, Ports, ports
 from ..leases import LeasePool
-from ..mavlink import VehicleLink, parse_endpoint
+from ..mavlink.endpoints import parse_endpoint
 from ..ports import TCP_ESTABLISHED, TCP_LISTEN, busy_ports, clients, name_holders, proc_name, read_sockets
 from .base import ProcessManager, SitlProcess, Status
 from .managed import ManagedManager, is_sitl_process
@@ -197,6 +197,8 @@ class UnmanagedSitl(SitlProcess):
             return False
         self.resolved = res
         self._link_started = time.monotonic()
+        from ..mavlink import VehicleLink
+
         self.link = VehicleLink(res.endpoint, read_only=not self.control, name=f"{self.name} ({self._describe_target()})",
                                 lost_after=self.lost_after, connect_timeout=2.0).start()
         return False

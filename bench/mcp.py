@@ -1,0 +1,93 @@
+"""MCP server benchmarks: start to initialize, open_sitl to ready, snapshot round trip, ten servers flying at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+# this file is named like the SDK: keep its folder off the path while importing the SDK
+_here = str(Path(__file__).resolve().parent)
+sys.path = [p for p in sys.path if str(Path(p or ".").resolve()) != _here]
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+sys.path.insert(0, _here)
+from _util import report, stats  # noqa: E402
+
+BASE = 2400
+
+
+async def call(session, tool, **args):
+    r = await session.call_tool(tool, args)
+    if r.is_error:
+        raise RuntimeError(" ".join(getattr(c, "text", "") for c in r.content))
+    if r.structured_content is not None:
+        return r.structured_content
+    return json.loads(" ".join(getattr(c, "text", "") for c in r.content))
+
+
+def env(tmp: Path) -> dict:
+    return dict(os.environ, SITLPOOL_DATA_DIR=str(tmp), SITLPOOL_POOL=f"{BASE}-{BASE + 19}")
+
+
+async def hop(e: dict, speedup: float, out: dict) -> None:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "sitlpool", "serve"], env=e)
+    with open(os.devnull, "w") as devnull:
+        t = time.monotonic()
+        async with stdio_client(params, errlog=devnull) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                out.setdefault("init", []).append(time.monotonic() - t)
+                t = time.monotonic()
+                sess = await call(s, "open_sitl", speedup=speedup)
+                out.setdefault("open", []).append(time.monotonic() - t)
+                sid = sess["session_id"]
+                for _ in range(50):
+                    t = time.monotonic()
+                    await call(s, "snapshot", session_id=sid)
+                    out.setdefault("snap", []).append(time.monotonic() - t)
+                deadline = time.monotonic() + 120
+                while True:
+                    try:
+                        await call(s, "set_mode", session_id=sid, mode="GUIDED")
+                        await call(s, "arm", session_id=sid)
+                        break
+                    except RuntimeError:
+                        if time.monotonic() > deadline:
+                            raise
+                        await anyio.sleep(0.5)
+                await call(s, "takeoff", session_id=sid, altitude_m=10)
+                w = await call(s, "wait_until", session_id=sid, condition="altitude_above", value=9.5, timeout_s=55)
+                assert w["result"] == "met", w
+                await call(s, "land", session_id=sid)
+                w = await call(s, "wait_until", session_id=sid, condition="disarmed", timeout_s=55)
+                assert w["result"] == "met", w
+                await call(s, "close_sitl", session_id=sid)
+                out.setdefault("hops", []).append(1)
+
+
+async def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="sitlpool-bench-mcp-"))
+    one: dict = {}
+    for _ in range(5):
+        await hop(env(tmp), 10, one)
+    report("process start to initialize answered", stats(one["init"]), "≤ 0.5 s (peer 1.09 s)")
+    report("open_sitl to ready (built-in vehicle)", stats(one["open"]), "≤ 500 ms (peer 615–820 ms)")
+    report("snapshot round trip", stats(one["snap"]), "≤ 10 ms")
+    many: dict = {}
+    t = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        for _ in range(10):
+            tg.start_soon(hop, env(tmp), 2, many)
+    report("ten servers each flying one vehicle at once (speedup 2)",
+           f"{len(many.get('hops', []))}/10 hops completed in {time.monotonic() - t:.1f} s", "all 10 complete")
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,207 @@
+"""The MCP server through the real MCP client over stdio."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from conftest import Gcs, listening, start_sim, wait_for
+from sitlpool import procinfo
+from sitlpool.instances import ports
+from sitlpool.leases import LeasePool
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+class ToolFailed(Exception):
+    pass
+
+
+class Client:
+    def __init__(self, session: ClientSession):
+        self.session = session
+
+    async def __call__(self, tool: str, **args):
+        r = await self.session.call_tool(tool, args)
+        text = " ".join(getattr(c, "text", "") for c in r.content)
+        if r.is_error:
+            raise ToolFailed(text)
+        if r.structured_content is not None:
+            sc = r.structured_content
+            return sc.get("result", sc) if isinstance(sc, dict) and set(sc) == {"result"} else sc
+        return json.loads(text)
+
+
+@asynccontextmanager
+async def server(env, errlog=None):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "sitlpool", "serve"], env=env)
+    with open(os.devnull, "w") if errlog is None else errlog as log:
+        async with stdio_client(params, errlog=log) as (r, w):
+            async with ClientSession(r, w) as session:
+                await session.initialize()
+                yield Client(session)
+
+
+async def until(call, tool, timeout=30, **args):
+    """Retry a tool the vehicle refuses until it is ready (GPS/EKF), as an agent would."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await call(tool, **args)
+        except ToolFailed:
+            if time.monotonic() > deadline:
+                raise
+            await anyio.sleep(0.3)
+
+
+async def test_full_hop(env, instances, tmp_path):
+    async with server(env) as call:
+        info = await call("server_info")
+        assert info["pool"] == instances and info["reaped_at_start"] == []
+        s = await call("open_sitl", label="hop-test", speedup=10)
+        sid, n = s["session_id"], s["instance"]
+        assert len(sid) == 6 and int(sid, 16) >= 0 and n == instances[0]
+        assert s["connect"]["serial1"] == f"tcp:127.0.0.1:{ports(n).serial1}"
+        h = LeasePool(env["SITLPOOL_DATA_DIR"] + "/leases", instances).holder(n)
+        assert h.owner == f"sitlpool session {sid} (hop-test)"
+        await until(call, "set_mode", session_id=sid, mode="GUIDED")
+        await until(call, "arm", session_id=sid)
+        await call("takeoff", session_id=sid, altitude_m=10)
+        w = await call("wait_until", session_id=sid, condition="altitude_above", value=9.5, timeout_s=30)
+        assert w["result"] == "met" and w["snapshot"]["vehicle"]["relative_alt_m"] >= 9.5
+        snap = await call("snapshot", session_id=sid)
+        v = snap["vehicle"]
+        assert v["mode"] == "GUIDED" and v["armed"] and v["gps_fix_type"] >= 3 and v["heartbeat_age_s"] < 3
+        assert snap["state"] == "running" and snap["pid"] > 0
+        lat, lon = v["lat"] + 20 / 111320, v["lon"]
+        await call("goto", session_id=sid, lat=lat, lon=lon, altitude_m=10)
+        w = await call("wait_until", session_id=sid, condition="reached", value=2, timeout_s=30)
+        assert w["result"] == "met"
+        await call("land", session_id=sid)
+        w = await call("wait_until", session_id=sid, condition="disarmed", timeout_s=50)
+        assert w["result"] == "met" and w["snapshot"]["vehicle"]["relative_alt_m"] < 0.5
+        assert await call("get_param", session_id=sid, name="RTL_ALT") == {"name": "RTL_ALT", "value": 1500}
+        closed = await call("close_sitl", session_id=sid)
+        assert "lease released" in closed["closed"]
+        assert not procinfo.is_alive(snap["pid"])
+        assert LeasePool(env["SITLPOOL_DATA_DIR"] + "/leases", instances).holder(n) is None
+
+
+async def test_two_servers_never_share(env, instances):
+    async with server(env) as a, server(env) as b:
+        sa = await a("open_sitl", label="agent-a", speedup=5)
+        sb = await b("open_sitl", label="agent-b", speedup=5)
+        assert sa["instance"] != sb["instance"]
+        seen_by_b = {h["instance"]: h for h in (await b("list_instances"))["leased"]}
+        assert seen_by_b[sa["instance"]]["owner"] == f"sitlpool session {sa['session_id']} (agent-a)"
+        assert seen_by_b[sb["instance"]]["this_server_session"] == sb["session_id"]
+        assert seen_by_b[sa["instance"]]["this_server_session"] is None
+        with pytest.raises(ToolFailed, match=f"instance {sa['instance']} is leased to sitlpool session {sa['session_id']}"):
+            await b("kill_instance", instance=sa["instance"])
+        with pytest.raises(ToolFailed, match="unknown session"):
+            await b("snapshot", session_id=sa["session_id"])
+        lease = await b("lease_instance", owner="my own launcher")
+        assert lease["instance"] not in (sa["instance"], sb["instance"])
+        with pytest.raises(ToolFailed, match="leased to"):
+            await a("lease_instance", owner="x", instance=lease["instance"])
+        await b("release_instance", instance=lease["instance"])
+        free = (await a("list_instances", all=True))["free"]
+        assert lease["instance"] in free
+
+
+async def test_server_exit_cleans_up(env, instances):
+    async with server(env) as call:
+        s = await call("open_sitl", speedup=5)
+        pid = s["pid"]
+    # stdin closed: the server killed its SITL and released its lease
+    wait_for(lambda: not procinfo.is_alive(pid), what="SITL gone after the server exited")
+    assert LeasePool(env["SITLPOOL_DATA_DIR"] + "/leases", instances).status() == []
+
+
+async def test_sigkilled_server_leaves_nothing(env, instances):
+    lock_dir = env["SITLPOOL_DATA_DIR"] + "/leases"
+    try:
+        async with server(env) as call:
+            info = await call("server_info")
+            s = await call("open_sitl", speedup=5)
+            n, sitl_pid = s["instance"], s["pid"]
+            os.kill(info["pid"], signal.SIGKILL)
+            wait_for(lambda: not procinfo.is_alive(info["pid"]), what="server dead")
+    except Exception:
+        pass  # the client notices its server vanished
+    async with server(env) as call:
+        await call("server_info")
+        wait_for(lambda: not procinfo.is_alive(sitl_pid), what="the old SITL gone")
+        lease = await call("lease_instance", owner="after the crash", instance=n)
+        assert lease["instance"] == n
+    assert LeasePool(lock_dir, instances).status() == []
+
+
+async def test_attach_is_read_only_and_close_leaves_it_flying(env, procs, tmp_path, instances):
+    n = instances[3]
+    sim = start_sim(procs, tmp_path / "foreign", n, "--speedup", 5)
+    owner = Gcs(ports(n).serial0)
+    owner.heartbeat()
+    wait_for(lambda: listening(ports(n).serial1))
+    async with server(env) as call:
+        found = {d["instance"]: d for d in (await call("list_instances"))["running_without_lease"]}
+        assert found[n]["pid"] == sim.pid  # (other tests' vehicles may show up too)
+        a = await call("attach_sitl", instance=n, label="watcher")
+        assert a["read_only"] and a["kind"] == "unmanaged" and a["pid"] == sim.pid
+        with pytest.raises(ToolFailed, match="read-only"):
+            await call("arm", session_id=a["session_id"])
+        with pytest.raises(ToolFailed, match="read-only"):
+            await call("set_param", session_id=a["session_id"], name="RTL_ALT", value=3000)
+        snap = await call("snapshot", session_id=a["session_id"])
+        assert snap["vehicle"]["mode"] == "STABILIZE"
+        closed = await call("close_sitl", session_id=a["session_id"])
+        assert "left running" in closed["closed"]
+        with pytest.raises(ToolFailed, match="exactly one of instance or endpoint"):
+            await call("attach_sitl")
+    assert sim.poll() is None and owner.heartbeat()
+    owner.close()
+
+
+async def test_bad_arguments_get_clear_errors(env, instances):
+    async with server(env) as call:
+        with pytest.raises(ToolFailed, match="unknown session 'nope'"):
+            await call("snapshot", session_id="nope")
+        s = await call("open_sitl", speedup=5)
+        sid = s["session_id"]
+        with pytest.raises(ToolFailed, match="unknown mode 'FLYBYWIRE'.*GUIDED"):
+            await call("set_mode", session_id=sid, mode="FLYBYWIRE")
+        with pytest.raises(ToolFailed, match="altitude -5.0 m must be above 0"):
+            await call("takeoff", session_id=sid, altitude_m=-5)
+        with pytest.raises(ToolFailed, match="NO_SUCH_PARAM.*no such parameter"):
+            await call("get_param", session_id=sid, name="NO_SUCH_PARAM")
+        with pytest.raises(ToolFailed, match="unknown condition 'flying'"):
+            await call("wait_until", session_id=sid, condition="flying")
+        with pytest.raises(ToolFailed, match="instance 0 belongs to ArduPilot"):
+            await call("kill_instance", instance=0)
+        with pytest.raises(ToolFailed, match="not leased through lease_instance"):
+            await call("release_instance", instance=instances[0])
+        with pytest.raises(ToolFailed, match="refused by the vehicle"):
+            await call("takeoff", session_id=sid, altitude_m=10)  # not armed, not GUIDED: the vehicle says why
+        tools = {t.name: t for t in (await call.session.list_tools()).tools}
+        assert tools["snapshot"].annotations.read_only_hint is True
+        assert tools["kill_instance"].annotations.destructive_hint is True
+        assert "binary" not in json.dumps(tools["open_sitl"].input_schema), "agents never choose what runs"
+
+
+def test_http_refuses_non_loopback(env):
+    r = subprocess.run([sys.executable, "-m", "sitlpool", "serve", "--http", "8765", "--host", "0.0.0.0"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "refusing to serve MCP over HTTP on 0.0.0.0" in r.stderr
