@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]
+
 # instances 1000-1299: ports 15760-21993, below the ephemeral range and away from
 # anything a person runs (the default pool is 40-59); 300 wide so that no instance's
 # serial ports meet another's physics ports (those are 324 instances apart)

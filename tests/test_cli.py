@@ -1,0 +1,185 @@
+"""The sitlpool CLI end to end, as subprocesses."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Gcs, hold_lease, listening, start_sim, wait_for
+from sitlpool import procinfo
+from sitlpool.instances import ports
+from sitlpool.leases import LeasePool
+
+BIN = Path(sys.executable).parent
+
+
+def sitlpool(*args, env, timeout=120, **kw):
+    return subprocess.run([sys.executable, "-m", "sitlpool", *map(str, args)], env=env, capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def test_status_text_and_json(env, procs, lock_dir, instances, tmp_path):
+    inside = hold_lease(procs, lock_dir, instances[0], "sitlpool session abc123 (mine)")
+    outside = hold_lease(procs, lock_dir, instances[5] + 50, "mcardupilot session ffffff (theirs)")
+    n = instances[3]
+    sim = start_sim(procs, tmp_path / "foreign", n, "--serial0", "tcp:0")
+    wait_for(lambda: listening(ports(n).serial1))
+    r = sitlpool("status", "--json", "--all", env=env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == 1 and doc["lock_dir"] == env["SITLPOOL_DATA_DIR"] + "/leases"
+    held = {h["instance"]: h for h in doc["held"]}
+    assert held[instances[0]]["pid"] == inside.pid and held[instances[0]]["in_pool"]
+    assert held[instances[5] + 50]["owner"] == "mcardupilot session ffffff (theirs)" and not held[instances[5] + 50]["in_pool"]
+    foreign = {d["instance"]: d for d in doc["running_without_lease"]}
+    assert foreign[n]["pid"] == sim.pid and foreign[n]["free_to_attach"] == "serial1"
+    assert doc["free_count"] == 5 and doc["free"] == instances[1:]
+    r = sitlpool("status", env=dict(env, COLUMNS="200"))
+    assert r.returncode == 0
+    assert "sitlpool session abc123 (mine)" in r.stdout and str(inside.pid) in r.stdout
+    assert "mcardupilot session ffffff (theirs)" in r.stdout
+    assert "SITLs running without a lease" in r.stdout and str(sim.pid) in r.stdout
+    assert "5 free in the pool" in r.stdout
+
+
+def test_bad_setting_is_one_line(env):
+    r = sitlpool("status", env=dict(env, SITLPOOL_POOL="0-3"))
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
+    assert "SITLPOOL_POOL" in r.stderr and "leave instance 0 out of the pool" in r.stderr
+
+
+RUN_PROBE = """
+import os, sys, time
+print("ARGS", *sys.argv[1:], flush=True)
+print("ENV", os.environ["SITLPOOL_INSTANCE"], os.environ["SITLPOOL_SERIAL0"], os.environ["SITLPOOL_SIM_OUT"], flush=True)
+mode = sys.argv[-1]
+if mode == "hold":
+    import signal
+    signal.signal(signal.SIGTERM, lambda *a: (print("GOT SIGTERM", flush=True), sys.exit(42)))
+    time.sleep(60)
+sys.exit(int(mode))
+"""
+
+
+def test_run_substitutes_holds_and_returns_code(env, instances, tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(RUN_PROBE)
+    r = sitlpool("run", "--", sys.executable, script, "-I", "{instance}", "--port={serial0}", "{serial1}", "{serial2}",
+                 "{rc_in}", "{sim_out}", "7", env=env)
+    n = instances[0]
+    p = ports(n)
+    assert r.returncode == 7
+    assert f"ARGS -I {n} --port={p.serial0} {p.serial1} {p.serial2} {p.rc_in} {p.sim_out} 7" in r.stdout
+    assert f"ENV {n} {p.serial0} {p.sim_out}" in r.stdout
+    assert LeasePool.from_env().holder(n) is None, "released after the command"
+
+
+def test_run_holds_lease_and_forwards_sigterm(env, instances, tmp_path, procs):
+    script = tmp_path / "probe.py"
+    script.write_text(RUN_PROBE)
+    p = procs.popen([sys.executable, "-m", "sitlpool", "run", "--owner", "my hold test", "--", sys.executable, script, "hold"],
+                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().startswith("ARGS")
+    p.stdout.readline()
+    h = LeasePool.from_env().holder(instances[0])
+    assert h and h.pid == p.pid and h.owner == "my hold test"
+    # a second run waits for the instance, then gets it
+    waiter = procs.popen([sys.executable, "-m", "sitlpool", "run", "--instance", str(instances[0]), "--wait", "30", "--",
+                          sys.executable, "-c", "import os; print(os.environ['SITLPOOL_INSTANCE'])"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    assert waiter.poll() is None, "waits while the instance is held"
+    p.send_signal(signal.SIGTERM)
+    assert p.stdout.readline().strip() == "GOT SIGTERM"
+    assert p.wait(10) == 42
+    assert waiter.wait(30) == 0 and waiter.stdout.read().strip() == str(instances[0])
+    r = sitlpool("run", "--instance", instances[0], "--", sys.executable, "-c", "pass", env=env)
+    assert r.returncode == 0
+
+
+def test_run_makes_the_builtin_vehicle_lease_aware(env, instances, procs):
+    p = procs.popen([sys.executable, "-m", "sitlpool", "run", "--", str(BIN / "sitlpool-sim"), "-I", "{instance}",
+                     "--model", "quad", "--speedup", "5"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    n = instances[0]
+    g = Gcs(ports(n).serial0)
+    assert g.heartbeat()
+    assert LeasePool.from_env().holder(n).pid == p.pid
+    g.close()
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 0, "the vehicle's clean SIGTERM exit code"
+    assert LeasePool.from_env().holder(n) is None
+
+
+def test_kill_refused_on_held_instance_and_kills_a_stray(env, procs, lock_dir, instances, tmp_path):
+    holder = hold_lease(procs, lock_dir, instances[1], "someone's session")
+    r = sitlpool("kill", instances[1], env=env)
+    assert r.returncode == 1 and f"instance {instances[1]} is leased to someone's session pid {holder.pid}" in r.stderr
+    n = instances[2]
+    stray = start_sim(procs, tmp_path / "stray", n)
+    wait_for(lambda: listening(ports(n).serial0))
+    r = sitlpool("kill", n, env=env)
+    assert r.returncode == 0 and f"pid {stray.pid}" in r.stdout and "ports free" in r.stdout
+    assert stray.wait(10) is not None
+    r = sitlpool("reap", env=env)
+    assert r.returncode == 0 and "nothing to reap" in r.stdout
+
+
+def test_attach_exits_nonzero_when_the_vehicle_dies(env, procs, tmp_path, instances):
+    n = instances[0]
+    sim = start_sim(procs, tmp_path / "v", n, "--serial0", "tcp:0", "--speedup", 5)
+    wait_for(lambda: listening(ports(n).serial1))
+    a = procs.popen([sys.executable, "-m", "sitlpool", "attach", str(n)], env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
+    assert a.stdout.readline().startswith(f"attached to {n} (pid {sim.pid})")
+    assert "mode STABILIZE" in a.stdout.readline()
+    os.killpg(sim.pid, signal.SIGKILL)
+    assert a.wait(10) == 3
+    assert "the watched SITL died" in a.stderr.read()
+
+
+def test_attach_ctrl_c_detaches_cleanly(env, procs, tmp_path, instances):
+    n = instances[0]
+    sim = start_sim(procs, tmp_path / "v", n, "--serial0", "tcp:0", "--speedup", 5)
+    wait_for(lambda: listening(ports(n).serial1))
+    a = procs.popen([sys.executable, "-m", "sitlpool", "attach", f"tcp:127.0.0.1:{ports(n).serial2}"], env=env,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert a.stdout.readline().startswith("attached to")
+    a.send_signal(signal.SIGINT)
+    assert a.wait(10) == 0
+    assert sim.poll() is None
+
+
+def _nothing_left(env, instances, data_dir):
+    from conftest import processes_under
+
+    assert LeasePool.from_env().status() == []
+    assert processes_under(data_dir) == [] or all(procinfo.state(p) == "Z" for p in processes_under(data_dir))
+
+
+def test_demo_flies_and_leaves_nothing(env, instances, data_dir):
+    r = sitlpool("demo", "--speedup", 10, "--hold", 2, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for step in ("launching the built-in vehicle", f"instance {instances[0]}", "armed; taking off to 10 m",
+                 "landing", "landed and disarmed", "demo complete"):
+        assert step in r.stdout
+    _nothing_left(env, instances, data_dir)
+
+
+def test_demo_ctrl_c_leaves_nothing(env, instances, data_dir, procs):
+    p = procs.popen([sys.executable, "-m", "sitlpool", "demo", "--speedup", "1"], env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
+    for line in p.stdout:
+        if "ready" in line:
+            break
+    pid = int(line.split("SITL pid ")[1].split()[0])
+    assert procinfo.is_alive(pid)
+    p.send_signal(signal.SIGINT)
+    assert p.wait(20) == 130
+    assert "interrupted: cleaning up" in p.stdout.read()
+    assert not procinfo.is_alive(pid)
+    _nothing_left(env, instances, data_dir)
