@@ -222,7 +222,7 @@ class Gcs:
 
     def command(self, cmd, *params, timeout=10):
         p = list(params) + [0] * (7 - len(params))
-        self.m.mav.command_long_send(1, 1, cmd, 0, *p)
+        self.m.mav.command_long_send(self.m.target_system or 1, 1, cmd, 0, *p)
         ack = self.recv("COMMAND_ACK", timeout, lambda a: a.command == cmd)
         assert ack is not None, f"no COMMAND_ACK for {cmd}"
         return ack.result

@@ -183,3 +183,15 @@ def test_demo_ctrl_c_leaves_nothing(env, instances, data_dir, procs):
     assert "interrupted: cleaning up" in p.stdout.read()
     assert not procinfo.is_alive(pid)
     _nothing_left(env, instances, data_dir)
+
+
+def test_status_watch_and_sim_subcommand(env, procs, lock_dir, instances):
+    hold_lease(procs, lock_dir, instances[0], "watched holder")
+    w = procs.popen([sys.executable, "-m", "sitlpool", "status", "--watch"], env=dict(env, COLUMNS="200", TERM="xterm"),
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    w.send_signal(signal.SIGINT)
+    out, _ = w.communicate(10)
+    assert w.returncode == 0 and "watched holder" in out
+    r = sitlpool("sim", "-I", "3", env=env)
+    assert r.returncode == 1 and "You must specify a vehicle model." in r.stdout

@@ -392,3 +392,22 @@ def test_wiped_lock_file_is_not_double_booked(lock_dir, instances, procs):
     q = hold_lease(procs, lock_dir, instances[0], "second")
     with pytest.raises(InstanceBusy, match=f"second pid {q.pid}"):
         pool.acquire("me", instance=instances[0])
+
+
+@needs_root
+def test_port_holder_this_user_cannot_see(instances):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", ports(instances[0]).serial0))
+    s.listen()
+    try:
+        from sitlpool.ports import probe
+
+        def look():
+            s.close()  # the forked child's copy: else it would find the socket in its own fds
+            return probe(ports(instances[0]))
+
+        out = run_as_nobody(look)
+    finally:
+        s.close()
+    assert f"tcp:{ports(instances[0]).serial0} (a process this user cannot see (uid 0))" in out, out

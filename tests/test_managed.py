@@ -40,6 +40,10 @@ def manager(settings):
 
 
 def test_launch_ready_and_kill(manager, settings, instances):
+    unspawned = ManagedSitl(None, "not yet", settings=settings)
+    with pytest.raises(Exception, match="not running"):
+        unspawned.endpoint("serial0")
+    assert unspawned.status is None and unspawned.pid is None and not unspawned.ready
     h = manager.start("hop", speedup=5)
     assert h.ready and h.alive and h.running and not h.dead and h.status is None
     assert h.instance == instances[0] and h.ports == ports(instances[0])
@@ -162,6 +166,7 @@ time.sleep(3600)
 def test_orphan_of_a_killed_launcher_is_reaped(procs, env, settings):
     launcher = procs.python(LAUNCHER, stdout=subprocess.PIPE, text=True, env=env)
     n, sitl_pid = map(int, launcher.stdout.readline().split())
+    wait_for(lambda: probe(ports(n)), what="the SITL to wait for its first client")
     os.kill(launcher.pid, signal.SIGKILL)
     launcher.wait()
     time.sleep(0.2)

@@ -175,3 +175,13 @@ def test_hang(sitl):
     wait_for(lambda: LeasePool.from_env().holder(d["instance"]) is None, timeout=10, what="the lease to be free")
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
+
+
+def test_ini_keys(pytester, env, instances):
+    pytester.makeini(f"[pytest]\naddopts = -p no:cacheprovider\nsitl_pool = {instances[4]}\nsitl_speedup = 9\n")
+    pytester.makepyfile(test_ini=f"""
+def test_it(sitl):
+    assert sitl.instance == {instances[4]}
+    assert sitl.link.get_param("SIM_SPEEDUP") == 9
+""")
+    run(pytester).assert_outcomes(passed=1)

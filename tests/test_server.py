@@ -131,6 +131,20 @@ async def test_server_exit_cleans_up(env, instances):
     assert LeasePool(env["SITLPOOL_DATA_DIR"] + "/leases", instances).status() == []
 
 
+async def test_sigterm_and_idle_sessions_clean_up(env, instances):
+    e = dict(env, SITLPOOL_IDLE_TIMEOUT_S="1")
+    async with server(e) as call:
+        s = await call("open_sitl", speedup=5)
+        wait_for(lambda: not procinfo.is_alive(s["pid"]), timeout=15, what="the idle session to close itself")
+        assert await call("list_sessions") == []
+        s = await call("open_sitl", speedup=5)
+        info = await call("server_info")
+        os.kill(info["pid"], signal.SIGTERM)
+        wait_for(lambda: not procinfo.is_alive(s["pid"]), what="SITL gone after SIGTERM of its server")
+        wait_for(lambda: not procinfo.is_alive(info["pid"]), what="the server to exit")
+    assert LeasePool(env["SITLPOOL_DATA_DIR"] + "/leases", instances).status() == []
+
+
 async def test_sigkilled_server_leaves_nothing(env, instances):
     lock_dir = env["SITLPOOL_DATA_DIR"] + "/leases"
     try:

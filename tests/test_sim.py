@@ -218,3 +218,53 @@ def test_full_flight(procs, tmp_path, instances):
     for name in ("SYS_STATUS", "VFR_HUD", "ATTITUDE", "BATTERY_STATUS", "SYSTEM_TIME", "SIMSTATE", "HOME_POSITION"):
         assert g.recv(name, 12) is not None, name
     g.close()
+
+
+def test_more_mavlink(procs, tmp_path, instances):
+    """sysid/base-port flags, SET_MESSAGE_INTERVAL, guided MISSION_ITEM_INT, RC override climb, TIMESYNC, PreArm repeats."""
+    base = 5760 + 10 * instances[1]  # instance 0's layout moved to another base port
+    start_sim(procs, tmp_path, 0, "--base-port", base, "--sysid", 7, "--speedup", 10, "--ready-delay", 40,
+              "--rc-in-port", ports(instances[1]).rc_in, "--model", "hexa")
+    g = Gcs(base)
+    hb = g.heartbeat()
+    assert g.m.target_system == 7
+    # PreArm repeats every 30 s of sim time while not armable (3 s at speedup 10)
+    assert g.recv("STATUSTEXT", 10, lambda m: m.text.startswith("PreArm: ")) is not None
+    assert g.command(511, 33, 50000) == ACCEPTED  # GLOBAL_POSITION_INT at 20 Hz (sim time)
+    t0 = time.monotonic()
+    n = sum(1 for _ in range(40) if g.recv("GLOBAL_POSITION_INT", 2))
+    assert n == 40 and time.monotonic() - t0 < 2.5  # 20 Hz sim = 200 Hz wall at speedup 10
+    assert g.command(511, 33, -1) == ACCEPTED  # disabled
+    g.recv("HEARTBEAT", 3)
+    assert g.recv("GLOBAL_POSITION_INT", 1.5) is None
+    g.m.mav.timesync_send(0, 12345)  # (tc1=0: a request)
+    assert g.recv("TIMESYNC", 5, lambda m: m.ts1 == 12345 and m.tc1 != 0)
+    g.close()
+
+
+def test_alt_hold_throttle_and_guided_mission_item(procs, tmp_path, instances):
+    p = ports(instances[0])
+    start_sim(procs, tmp_path, instances[0], "--speedup", 10, "--ready-delay", 1)
+    g = Gcs(p.serial0)
+    g.heartbeat()
+    g.m.mav.request_data_stream_send(1, 1, 0, 10, 1)
+    wait_for(lambda: g.recv("GPS_RAW_INT", 2).fix_type >= 3, what="GPS")
+    g.m.set_mode(MODES["ALT_HOLD"])
+    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == ACCEPTED
+    assert g.command(400, 1) == ACCEPTED
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # full throttle: climbs
+        g.m.mav.rc_channels_override_send(1, 1, 1500, 1500, 2000, 1500, 0, 0, 0, 0)
+        m = g.recv("GLOBAL_POSITION_INT", 1)
+        if m and m.relative_alt > 5000:
+            break
+    assert m.relative_alt > 5000
+    g.m.set_mode(MODES["GUIDED"])
+    here = g.recv("GLOBAL_POSITION_INT", 5)
+    lat = here.lat / 1e7 + 30 / 111320
+    g.m.mav.mission_item_int_send(1, 1, 0, 3, 16, 2, 1, 0, 0, 0, 0, int(lat * 1e7), here.lon, 8)
+    assert g.recv("MISSION_ACK", 5).type == 0
+    wait_for(lambda: abs(g.recv("GLOBAL_POSITION_INT", 5).lat / 1e7 - lat) * 111320 < 2, timeout=30, what="mission item goto")
+    assert g.command(21) == ACCEPTED  # NAV_LAND
+    wait_for(lambda: not (g.recv("HEARTBEAT", 5).base_mode & 128), timeout=60, what="landed")
+    g.close()

@@ -91,10 +91,13 @@ def cmd_status(a) -> int:
         return EXIT_OK
     from rich.live import Live
 
-    with Live(status_table(status_doc(a.all)), console=console, refresh_per_second=4) as live:
-        while True:
-            time.sleep(1)
-            live.update(status_table(status_doc(a.all)))
+    try:
+        with Live(status_table(status_doc(a.all)), console=console, refresh_per_second=4) as live:
+            while True:
+                time.sleep(1)
+                live.update(status_table(status_doc(a.all)))
+    except KeyboardInterrupt:
+        return EXIT_OK  # Ctrl-C is how a watch ends
 
 
 # ---- run: a lease for any command -------------------------------------------------------
@@ -323,7 +326,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parser().parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["sim"]:  # every flag belongs to the vehicle, not to sitlpool
+        from .sim.__main__ import main as sim_main
+
+        sim_main(args[1:])
+        return EXIT_OK
+    a = parser().parse_args(args)
     try:
         return a.fn(a)
     except SitlpoolError as e:

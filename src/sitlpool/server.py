@@ -185,7 +185,10 @@ def serve(http_port: int | None = None, host: str = "127.0.0.1", settings=None) 
 
     threading.Thread(target=idle_reaper, daemon=True, name="idle sessions").start()
 
+    got_signal: list[int] = []
+
     def on_signal(signum, _frame):
+        got_signal.append(signum)
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -200,4 +203,9 @@ def serve(http_port: int | None = None, host: str = "127.0.0.1", settings=None) 
     finally:
         stop.set()
         sessions.close_all()
+        if got_signal:
+            # the stdio reader thread is blocked on a stdin nobody closes: leave without waiting for it
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + got_signal[0])
     return 0

@@ -300,9 +300,6 @@ class ManagedSitl(SitlProcess):
             raise
         self._waiter = threading.Thread(target=self._wait_exit, name=f"waiter {self.name}", daemon=True)
         self._waiter.start()
-        from ..mavlink import VehicleLink  # pymavlink costs ~60 ms to import: only when a link is made
-
-        self.link = VehicleLink(f"tcp:127.0.0.1:{self.lease.ports.serial0}", name=f"{self.name} (instance {n})").start()
 
     def _wait_exit(self) -> None:
         """Blocks in waitid until the SITL exits: death is seen with no polling delay."""
@@ -325,6 +322,12 @@ class ManagedSitl(SitlProcess):
             raise ProcessError(f"{self.name} was never spawned; call spawn() first")
         timeout = self.settings.ready_timeout_s if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        if self.link is None and not self.dead:
+            # our link is SERIAL0's client: SITL boots only once it connects
+            from ..mavlink import VehicleLink  # pymavlink costs ~60 ms to import: only when a link is made
+
+            self.link = VehicleLink(f"tcp:127.0.0.1:{self.lease.ports.serial0}",
+                                    name=f"{self.name} (instance {self.lease.instance})").start()
         while time.monotonic() < deadline:
             if self.dead:
                 break
