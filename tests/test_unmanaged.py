@@ -199,7 +199,7 @@ def test_discover_lists_unleased_sitls_including_instance_0(procs, tmp_path, for
     d = found[n]
     assert d.pid == sim.pid and "sitlpool.sim" in " ".join(d.cmdline)
     assert d.clients["serial0"] and f"pid {os.getpid()}" in d.clients["serial0"][0]
-    assert d.free_serial == "serial1"
+    assert d.free_to_attach == "serial1"
     m = ManagedSitl(None, "leased", speedup=5)
     m.spawn()
     try:

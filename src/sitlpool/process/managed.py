@@ -155,7 +155,9 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
     if why and not force:
         raise KillRefused(f"instance {instance} is reserved ({why}); pass force to kill what runs there anyway")
     if instance not in pool.pool and not force and not why:
-        raise KillRefused(f"instance {instance} is outside the pool {','.join(map(str, pool.pool[:1]))}...; pass force to kill it anyway")
+        from ..config import format_pool
+
+        raise KillRefused(f"instance {instance} is outside the pool {format_pool(pool.pool)}; pass force to kill what runs there anyway")
     try:
         lease = pool.acquire(f"sitlpool kill_instance pid {os.getpid()}", instance=instance, check=False)
     except Exception:

@@ -338,12 +338,12 @@ class DiscoveredSitl:
     executable: str | None
     cmdline: list[str]
     clients: dict[str, list[str]] = field(default_factory=dict)
-    free_serial: str | None = None
+    free_to_attach: str | None = None
     ports: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"instance": self.instance, "pid": self.pid, "executable": self.executable, "cmdline": self.cmdline,
-                "clients": self.clients, "free_to_attach": self.free_serial, "ports": self.ports}
+                "clients": self.clients, "free_to_attach": self.free_to_attach, "ports": self.ports}
 
 
 def discover(settings=None, pool: LeasePool | None = None) -> list[DiscoveredSitl]:
@@ -372,7 +372,7 @@ def discover(settings=None, pool: LeasePool | None = None) -> list[DiscoveredSit
             d.ports.append(f"{name}=tcp:{sp}")
             d.clients[name] = [f"pid {c.pid} ({proc_name(c.pid)})" if c.pid else f"{c.remote_addr}:{c.remote_port}"
                                for c in clients(sp, socks)]
-            if name != "serial0" and not d.clients[name] and d.free_serial is None:
-                d.free_serial = name
+            if name != "serial0" and not d.clients[name] and d.free_to_attach is None:
+                d.free_to_attach = name
         out.append(d)
     return out
