@@ -232,7 +232,9 @@ def cmd_demo(a) -> int:
     m = ManagedManager(s)
     h = None
     try:
-        say(f"leasing an instance from pool {','.join(map(str, s.pool[:3]))}... and launching "
+        from .config import format_pool
+
+        say(f"leasing an instance from pool {format_pool(s.pool)} and launching "
             f"{s.sitl_binary or 'the built-in vehicle'} (speedup {a.speedup:g})")
         h = m.start("demo", speedup=a.speedup, owner=f"sitlpool demo (pid {os.getpid()})")
         link = h.link

@@ -35,7 +35,7 @@ class Sock:
 
 
 @dataclass
-class Holder:
+class PortHolder:
     """A process that holds a socket, or what we know when we cannot see it."""
 
     pid: int | None
@@ -54,7 +54,7 @@ class BusyPort:
     port: int
     inodes: list[int] = field(default_factory=list)
     uid: int = -1
-    holder: Holder | None = None
+    holder: PortHolder | None = None
 
     def describe(self) -> str:
         who = f" ({self.holder.describe()})" if self.holder else ""
@@ -195,7 +195,7 @@ def name_holders(busy: list[BusyPort], first=None) -> list[BusyPort]:
     owners = socket_owners([i for b in busy for i in b.inodes], first)
     for b in busy:
         pid = next((owners[i] for i in b.inodes if i in owners), None)
-        b.holder = Holder(pid, proc_name(pid) if pid else None, b.uid)
+        b.holder = PortHolder(pid, proc_name(pid) if pid else None, b.uid)
     return busy
 
 

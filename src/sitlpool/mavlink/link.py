@@ -333,7 +333,7 @@ class VehicleLink:
         result = got[0]
         if result != A.MAV_RESULT_ACCEPTED:
             time.sleep(0.05)  # the reason texts travel next to the ACK
-            reasons = [t for t in self.texts_since(t0_wall - 0.5) if not t.startswith("PreArm") or "Arm" in t] or []
+            reasons = self.texts_since(t0_wall - 0.5)  # the Arm:/PreArm:/Mode change texts of this refusal
             why = "; ".join(dict.fromkeys(reasons[-3:])) or "no reason given"
             raise MavlinkError(f"{what} refused by the vehicle ({RESULTS.get(result, result)}): {why}")
 
