@@ -207,3 +207,48 @@ def test_discover_lists_unleased_sitls_including_instance_0(procs, tmp_path, for
         assert m.instance not in {d.instance for d in discover()}, "a leased SITL is not 'without a lease'"
     finally:
         m.kill(wait=True)
+
+
+def test_attach_udp_endpoint(env):
+    """udp:HOST:PORT listens (pymavlink's udpin): a vehicle sending there is attached, heartbeat-watched."""
+    import socket as _s
+
+    from pymavlink.dialects.v20 import ardupilotmega as mavlink
+
+    probe = _s.socket(_s.AF_INET, _s.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    vehicle = _s.socket(_s.AF_INET, _s.SOCK_DGRAM)
+    vehicle.bind(("127.0.0.1", 0))
+    vehicle.settimeout(0.05)
+    mav = mavlink.MAVLink(None, 1, 1)
+    stop = threading.Event()
+    heard = []
+
+    def fly():
+        parser = mavlink.MAVLink(None)
+        while not stop.is_set():
+            hb = mavlink.MAVLink_heartbeat_message(2, 3, 209, 4, 4, 3).pack(mav)
+            vehicle.sendto(hb, ("127.0.0.1", port))
+            try:
+                data = vehicle.recv(4096)
+                heard.extend(m.get_type() for m in parser.parse_buffer(data) or [])
+            except OSError:
+                pass
+            time.sleep(0.1)
+
+    t = threading.Thread(target=fly, daemon=True)
+    t.start()
+    m = UnmanagedManager()
+    try:
+        h = m.start("udp", endpoint=f"udp:127.0.0.1:{port}", lost_after=1.0)
+        assert h.ready and h.link.vehicle.mode == "GUIDED" and h.link.vehicle.armed
+        wait_for(lambda: "HEARTBEAT" in heard, what="our GCS heartbeat to reach the vehicle")
+        stop.set()
+        t.join()
+        assert h.join(10) and "no HEARTBEAT" in h.status.reason
+    finally:
+        stop.set()
+        vehicle.close()
+        m.close_all()

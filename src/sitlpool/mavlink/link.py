@@ -108,6 +108,7 @@ class VehicleLink:
         self._mav = A.MAVLink(None, source_system, A.MAV_COMP_ID_MISSIONPLANNER)
         self._mav.robust_parsing = True
         self._sock: socket.socket | None = None
+        self._peer = None  # udp: the vehicle's address, learnt from its first packet
         self._send_lock = threading.Lock()
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -151,7 +152,11 @@ class VehicleLink:
             try:
                 if self.proto == "tcp":
                     s = socket.create_connection((self.host, self.port), timeout=2)
-                else:  # udp: we send first, so the vehicle (udpin side) learns our address
+                elif self.proto == "udp":  # listen: the vehicle sends here; we answer its address
+                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    s.bind((self.host, self.port))
+                else:  # udpout: we send first, so a listening vehicle learns our address
                     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                     s.connect((self.host, self.port))
                 s.setblocking(False)
@@ -184,15 +189,17 @@ class VehicleLink:
                 if not r:
                     continue
                 try:
-                    data = s.recv(65536)
+                    data, peer = s.recvfrom(65536)
                 except (BlockingIOError, InterruptedError):
                     continue
                 except OSError as e:
                     self._set_state("closed", f"connection error: {e.strerror or e}")
                     return
-                if not data:
+                if not data and self.proto == "tcp":
                     self._set_state("closed", "the vehicle closed the connection")
                     return
+                if self.proto == "udp":
+                    self._peer = peer
                 try:
                     msgs = self._mav.parse_buffer(data) or []
                 except Exception:  # a corrupt frame: skip it, as robust parsing does
@@ -215,6 +222,9 @@ class VehicleLink:
                     s.settimeout(2)
                     s.sendall(data)
                     s.setblocking(False)
+                elif self.proto == "udp":
+                    if self._peer is not None:  # nothing to answer before the vehicle spoke
+                        s.sendto(data, self._peer)
                 else:
                     s.send(data)
             except OSError as e:
