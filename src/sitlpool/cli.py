@@ -204,8 +204,8 @@ def cmd_attach(a) -> int:
 
     m = UnmanagedManager()
     h = m.start("attach", timeout=a.timeout, **parse_target(a.target))
-    print(f"attached to {a.target} (pid {h.pid or '?'}) on {h.link.endpoint}, read-only; Ctrl-C to detach", flush=True)
     try:
+        print(f"attached to {a.target} (pid {h.pid or '?'}) on {h.link.endpoint}, read-only; Ctrl-C to detach", flush=True)
         while not h.join(1.0):
             v = h.link.vehicle
             alt = f"{v.rel_alt:.1f} m" if v.rel_alt is not None else "?"
