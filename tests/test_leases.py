@@ -411,3 +411,20 @@ def test_port_holder_this_user_cannot_see(instances):
     finally:
         s.close()
     assert f"tcp:{ports(instances[0]).serial0} (a process this user cannot see (uid 0))" in out, out
+
+
+def test_forked_child_does_not_keep_the_lease(pool, instances):
+    lease = pool.acquire("parent")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: outlives the parent's release
+        time.sleep(5)
+        os._exit(0)
+    try:
+        assert lease.released is False
+        lease.release()
+        other = LeasePool(pool.lock_dir, instances[:1], check=False)
+        with other.acquire("next", instance=instances[0]) as again:
+            assert again.instance == instances[0]
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

@@ -196,6 +196,21 @@ class _Inotify:
 _LIVE: dict[int, "Lease"] = {}
 
 
+def _forget_leases_in_child() -> None:
+    # A forked child shares each lease's open file description: if it kept the fd, the
+    # lock would outlive the parent's release. Leases belong to the process that took them.
+    for fd, lease in list(_LIVE.items()):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        lease._fd = None
+    _LIVE.clear()
+
+
+os.register_at_fork(after_in_child=_forget_leases_in_child)
+
+
 class Lease:
     """An instance held through an exclusive flock. Held until ``release()`` or process exit."""
 
