@@ -415,10 +415,15 @@ def test_port_holder_this_user_cannot_see(instances):
 
 def test_forked_child_does_not_keep_the_lease(pool, instances):
     lease = pool.acquire("parent")
+    r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child: outlives the parent's release
+        os.write(w, b"up")  # (the fork hook has run by now; before it, the copy exists)
         time.sleep(5)
         os._exit(0)
+    os.read(r, 2)
+    os.close(r)
+    os.close(w)
     try:
         assert lease.released is False
         lease.release()
