@@ -193,6 +193,9 @@ async def test_bad_arguments_get_clear_errors(env, instances):
     async with server(env) as call:
         with pytest.raises(ToolFailed, match="unknown session 'nope'"):
             await call("snapshot", session_id="nope")
+        with pytest.raises(ToolFailed, match="(?s)exited with code 1 before it was ready.*Unknown vehicle model 'glider'"):
+            await call("open_sitl", model="glider")
+        assert (await call("list_instances"))["leased"] == [], "nothing leaked by the failed launch"
         s = await call("open_sitl", speedup=5)
         sid = s["session_id"]
         with pytest.raises(ToolFailed, match="unknown mode 'FLYBYWIRE'.*GUIDED"):
