@@ -117,11 +117,10 @@ def _bound(s: Sock) -> bool:
     return s.state == TCP_LISTEN if s.proto == "tcp" else True
 
 
-def busy_ports(p: Ports, socks: list[Sock] | None = None) -> list[BusyPort]:
-    """The ports of ``p`` that something has bound (TCP listening or UDP bound, any address)."""
+def bound(want: set[tuple[str, int]], socks: list[Sock] | None = None) -> list[BusyPort]:
+    """Which of ``{(proto, port)}`` something has bound (TCP listening or UDP bound, any address)."""
     if socks is None:
-        socks = read_sockets()
-    want = {("tcp", port) for port in p.tcp} | {("udp", port) for port in p.udp}
+        socks = read_sockets(tuple(sorted({proto for proto, _ in want})))
     found: dict[tuple[str, int], BusyPort] = {}
     for s in socks:
         key = (s.proto, s.local_port)
@@ -129,6 +128,11 @@ def busy_ports(p: Ports, socks: list[Sock] | None = None) -> list[BusyPort]:
             bp = found.setdefault(key, BusyPort(s.proto, s.local_port, uid=s.uid))
             bp.inodes.append(s.inode)
     return [found[k] for k in sorted(found, key=lambda k: (k[0] != "tcp", k[1]))]
+
+
+def busy_ports(p: Ports, socks: list[Sock] | None = None) -> list[BusyPort]:
+    """The ports of instance ``p`` that something has bound."""
+    return bound({("tcp", port) for port in p.tcp} | {("udp", port) for port in p.udp}, socks)
 
 
 def proc_name(pid: int) -> str | None:

@@ -330,6 +330,10 @@ class ManagedSitl(SitlProcess):
 
             self.link = VehicleLink(f"tcp:127.0.0.1:{self.lease.ports.serial0}",
                                     name=f"{self.name} (instance {self.lease.instance})").start()
+            if self.dead:
+                # it died between the check and the link: a link left connecting would become
+                # the next SITL's SERIAL0 client on this instance, and that one only serves one
+                self.link.close()
         while time.monotonic() < deadline:
             if self.dead:
                 break

@@ -21,7 +21,7 @@ from ..errors import NotRunning, ResolveError
 from ..instances import MAX_INSTANCE, SERIAL0_BASE, SERIAL_NAMES, Ports, ports
 from ..leases import LeasePool
 from ..mavlink.endpoints import parse_endpoint
-from ..ports import TCP_ESTABLISHED, TCP_LISTEN, busy_ports, clients, name_holders, proc_name, read_sockets
+from ..ports import TCP_ESTABLISHED, TCP_LISTEN, bound, busy_ports, clients, name_holders, proc_name, read_sockets
 from .base import ProcessManager, SitlProcess, Status
 from .managed import ManagedManager, is_sitl_process
 
@@ -105,21 +105,11 @@ class NameService:
             if cl:
                 who = ", ".join(f"pid {c.pid} ({proc_name(c.pid)})" if c.pid else f"{c.remote_addr}:{c.remote_port}" for c in cl)
                 return None, f"{endpoint} already serves a client ({who}); SITL serves one client per port: pick another"
-            owners = name_holders(_busy_tcp(port))
+            owners = name_holders(bound({("tcp", port)}))
             holder = owners[0].holder if owners else None
             if holder and holder.pid:
                 res.pid, res.start_ticks, res.executable = holder.pid, procinfo.start_ticks(holder.pid), procinfo.exe(holder.pid)
         return res, ""
-
-
-def _busy_tcp(port: int):
-    from ..ports import BusyPort
-
-    out = []
-    for s in read_sockets(("tcp",)):
-        if s.local_port == port:
-            out.append(BusyPort("tcp", port, [s.inode], s.uid))
-    return out
 
 
 class UnmanagedSitl(SitlProcess):
