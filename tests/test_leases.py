@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import hold_lease, wait_for
-from sitlpool.errors import InstanceBusy, LeaseReleased, LockDirError, NoFreeInstance, PortsBusy
+from sitlpool.errors import InstanceBusy, InstanceError, LeaseReleased, LockDirError, NoFreeInstance, PortsBusy
 from sitlpool.instances import ports
 from sitlpool.leases import LeasePool, lock_path, parse_record, read_proc_locks
 
@@ -433,3 +433,11 @@ def test_forked_child_does_not_keep_the_lease(pool, instances):
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+def test_reserved_instances_cannot_be_requested(pool):
+    for n in (0, 14, 15):
+        with pytest.raises(InstanceError, match=f"instance {n}"):
+            pool.acquire("me", instance=n)
+    with pytest.raises(InstanceError, match="past 65535"):
+        pool.acquire("me", instance=99999)

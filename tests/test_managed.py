@@ -110,6 +110,15 @@ def test_ready_timeout_leaves_nothing(manager, settings, instances, tmp_path, mo
     assert not any("mute-sitl" in " ".join(procinfo.cmdline(p)) for p in procinfo.group_members(os.getpgrp()))
 
 
+def test_unwritable_data_dir_is_a_clear_error(manager, settings, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    settings.data_dir = blocker  # sessions/<n>/ cannot be made below a file
+    with pytest.raises(ProcessError, match="cannot create the SITL's directory .*SITLPOOL_DATA_DIR"):
+        manager.start("x")
+    assert LeasePool.from_settings(settings).status() == []
+
+
 def test_bad_binary_is_a_clear_error(manager, settings, instances):
     settings.sitl_binary = Path("/nonexistent/arducopter")
     with pytest.raises(ProcessError, match="not an executable file; fix SITLPOOL_SITL_BINARY"):

@@ -411,18 +411,20 @@ class LeasePool:
         return Lease(self, instance, fd, owner, written), None
 
     def acquire(
-        self, owner: str, instance: int | None = None, check: Check | None | bool = None, wait: float = 0
+        self, owner: str, instance: int | None = None, check: Check | None | bool = None, wait: float = 0,
+        allow_reserved: bool = False,
     ) -> Lease:
         """Lease ``instance``, or the first free instance of the pool in pool order.
 
-        ``wait`` > 0 blocks up to that many seconds for an instance to free up.
-        Raises ``InstanceBusy`` (a requested instance someone holds), ``PortsBusy`` (a
-        requested instance whose ports are taken), ``NoFreeInstance``.
+        ``wait`` > 0 blocks up to that many seconds for an instance to free up. A
+        requested instance may lie outside the pool, but not be reserved (0, 14, 15)
+        unless ``allow_reserved``. Raises ``InstanceBusy`` (a requested instance someone
+        holds), ``PortsBusy`` (a requested instance whose ports are taken), ``NoFreeInstance``.
         """
         if not owner or not str(owner).strip():
             raise ValueError("a lease needs an owner: a name a person can read, e.g. 'my-test (alice)'")
         if instance is not None:
-            why = out_of_range(instance)
+            why = out_of_range(instance) or (None if allow_reserved else unusable(instance))
             if why:
                 raise InstanceError(f"{why}; pick an instance from the pool {self._pool_text()}")
         chk = _resolve_check(check, self.default_check)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import pidfiles, procinfo
 from ..config import load_settings
-from ..errors import KillRefused, ProcessError
+from ..errors import KillRefused, LeaseError, ProcessError
 from ..instances import Ports, unusable
 from ..instances import ports as _ports_of
 from ..leases import Lease, LeasePool
@@ -114,8 +114,8 @@ def reap_orphans(settings=None, pool: LeasePool | None = None, instances=None) -
     todo = pidfiles.instances_with_records(s.data_dir) if instances is None else instances
     for n in todo:
         try:
-            lease = pool.acquire(f"sitlpool reaper pid {os.getpid()}", instance=n, check=False)
-        except Exception:
+            lease = pool.acquire(f"sitlpool reaper pid {os.getpid()}", instance=n, check=False, allow_reserved=True)
+        except LeaseError:
             h = pool.holder(n)
             out.append(ReapReport(n, "left alone", f"instance {n} is held by {h.describe() if h else 'someone'}"))
             continue
@@ -159,8 +159,9 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
 
         raise KillRefused(f"instance {instance} is outside the pool {format_pool(pool.pool)}; pass force to kill what runs there anyway")
     try:
-        lease = pool.acquire(f"sitlpool kill_instance pid {os.getpid()}", instance=instance, check=False)
-    except Exception:
+        lease = pool.acquire(f"sitlpool kill_instance pid {os.getpid()}", instance=instance, check=False,
+                             allow_reserved=True)
+    except LeaseError:
         h = pool.holder(instance)
         raise KillRefused(
             f"instance {instance} is leased to {h.describe() if h else 'someone'}; refusing to kill what a live holder owns "
@@ -284,7 +285,11 @@ class ManagedSitl(SitlProcess):
         try:
             n = self.lease.instance
             self.cwd = pidfiles.session_dir(self.settings.data_dir, n)
-            self.cwd.mkdir(parents=True, exist_ok=True)
+            try:
+                self.cwd.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise ProcessError(f"cannot create the SITL's directory {self.cwd}: {e.strerror}; "
+                                   "make SITLPOOL_DATA_DIR writable or point it elsewhere") from None
             self.argv = self._command(n)
             with open(self.cwd / "stdout", "wb") as out, open(self.cwd / "stderr", "wb") as err:
                 self.popen = subprocess.Popen(self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
