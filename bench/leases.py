@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
-import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -14,7 +11,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _util import fmt, report, stats, timeit  # noqa: E402
+from _util import report, stats, timeit  # noqa: E402
 
 from sitlpool.instances import ports  # noqa: E402
 from sitlpool.leases import LeasePool  # noqa: E402

@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from conftest import Gcs, hold_lease, listening, start_sim, wait_for
 from sitlpool import procinfo
@@ -25,7 +24,7 @@ def sitlpool(*args, env, timeout=120, **kw):
 
 def test_status_text_and_json(env, procs, lock_dir, instances, tmp_path):
     inside = hold_lease(procs, lock_dir, instances[0], "sitlpool session abc123 (mine)")
-    outside = hold_lease(procs, lock_dir, instances[5] + 50, "mcardupilot session ffffff (theirs)")
+    hold_lease(procs, lock_dir, instances[5] + 50, "mcardupilot session ffffff (theirs)")
     n = instances[3]
     sim = start_sim(procs, tmp_path / "foreign", n, "--serial0", "tcp:0")
     wait_for(lambda: listening(ports(n).serial1))

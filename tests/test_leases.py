@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import hold_lease, wait_for
+from conftest import hold_lease
 from sitlpool.errors import InstanceBusy, InstanceError, LeaseReleased, LockDirError, NoFreeInstance, PortsBusy
 from sitlpool.instances import ports
 from sitlpool.leases import LeasePool, lock_path, parse_record, read_proc_locks

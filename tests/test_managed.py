@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import hold_lease, start_sim, wait_for
+from conftest import start_sim, wait_for
 from sitlpool import pidfiles, procinfo
 from sitlpool.config import load_settings
-from sitlpool.errors import KillRefused, PortsBusy, ProcessError
+from sitlpool.errors import KillRefused, ProcessError
 from sitlpool.instances import ports
 from sitlpool.leases import LeasePool
 from sitlpool.ports import probe

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -112,7 +111,7 @@ def _no_overlap(rows):
         by_instance.setdefault(r["instance"], []).append((r["t0"], r["t1"]))
     for spans in by_instance.values():
         spans.sort()
-        for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+        for (_a0, a1), (b0, _b1) in zip(spans, spans[1:]):
             assert b0 >= a1, f"two SITLs on one instance at once: {spans}"
 
 

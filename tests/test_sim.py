@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 from conftest import Gcs, listening, start_sim, wait_for
 from sitlpool.instances import ports
@@ -226,7 +225,7 @@ def test_more_mavlink(procs, tmp_path, instances):
     start_sim(procs, tmp_path, 0, "--base-port", base, "--sysid", 7, "--speedup", 10, "--ready-delay", 40,
               "--rc-in-port", ports(instances[1]).rc_in, "--model", "hexa")
     g = Gcs(base)
-    hb = g.heartbeat()
+    g.heartbeat()
     assert g.m.target_system == 7
     # PreArm repeats every 30 s of sim time while not armable (3 s at speedup 10)
     assert g.recv("STATUSTEXT", 10, lambda m: m.text.startswith("PreArm: ")) is not None

@@ -10,7 +10,6 @@ import time
 import pytest
 
 from conftest import Gcs, listening, start_sim, wait_for
-from sitlpool.config import load_settings
 from sitlpool.errors import ReadOnlyLink, ResolveError
 from sitlpool.instances import ports
 from sitlpool.process import ManagedSitl, SitlManager, SitlProcess, UnmanagedManager, UnmanagedSitl, discover
@@ -134,7 +133,6 @@ def test_kill_only_detaches(foreign, manager):
     time.sleep(0.3)
     assert sim.poll() is None, "the SITL keeps running"
     assert owner.heartbeat() and owner.recv("HEARTBEAT", 3), "its owner stays connected"
-    assert not listening(ports(n).serial1) or True
     h2 = manager.start("k2", instance=n)  # serial1 is free again after the detach
     assert h2.link.endpoint.endswith(str(ports(n).serial1))
 

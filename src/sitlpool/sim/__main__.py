@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import os
 import signal
 import sys
 from pathlib import Path
