@@ -145,6 +145,22 @@ async def test_sigterm_and_idle_sessions_clean_up(env, instances):
     assert LeasePool(env["SITLPOOL_DATA_DIR"] + "/leases", instances).status() == []
 
 
+async def test_lost_vehicle_is_one_log_line_and_a_died_session(env, tmp_path):
+    log = tmp_path / "server.log"
+    with open(log, "w") as errlog:
+        async with server(env, errlog=errlog) as call:
+            s = await call("open_sitl", speedup=5, label="doomed")
+            os.kill(s["pid"], signal.SIGKILL)
+            w = await call("wait_until", session_id=s["session_id"], condition="altitude_above", value=100, timeout_s=20)
+            assert w["result"] == "died" and w["snapshot"]["state"] == "died"
+            assert w["snapshot"]["status"]["signal"] == signal.SIGKILL
+            await anyio.sleep(2)  # time for any spam to show
+            snap = await call("snapshot", session_id=s["session_id"])
+            assert snap["state"] == "died"
+    lines = [ln for ln in log.read_text().splitlines() if s["session_id"] in ln]
+    assert len(lines) <= 1, lines
+
+
 async def test_sigkilled_server_leaves_nothing(env, instances):
     lock_dir = env["SITLPOOL_DATA_DIR"] + "/leases"
     try:

@@ -44,7 +44,7 @@ class Session:
     def state(self) -> str:
         if self.closed:
             return "closed"
-        if self.handle.dead:
+        if self.handle.dead or (self.link is not None and self.link.state == "closed"):
             return "died"
         if self.link is not None and self.link.state == "lost":
             return "lost"
@@ -235,6 +235,7 @@ class Sessions:
         met = link.wait(check, timeout_s) if link else False
         if s.handle.dead or (link and link.state in ("closed", "lost") and not pred(link.vehicle, t0)):
             result = "died"
+            s.handle.join(2.0)  # let the handle record how it ended before the snapshot
         else:
             result = "met" if met and pred(link.vehicle, t0) else "timeout"
         return {"result": result, "condition": condition, "value": value, "snapshot": self.snapshot(session_id)}
