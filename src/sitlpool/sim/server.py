@@ -219,7 +219,7 @@ class Simulator:
                 d = min(sim_dt, MAX_SUBSTEP)
                 self.copter.step(d)
                 sim_dt -= d
-            self.telemetry()
+                self.telemetry()  # per sub-step: stream rates hold in sim time at any speedup
             if self.reboot_requested:
                 self.reboot()
 
