@@ -38,6 +38,7 @@ def test_status_text_and_json(env, procs, lock_dir, instances, tmp_path):
     foreign = {d["instance"]: d for d in doc["running_without_lease"]}
     assert foreign[n]["pid"] == sim.pid and foreign[n]["free_to_attach"] == "serial1"
     assert doc["free_count"] == 5 and doc["free"] == instances[1:]
+    assert held[instances[0]]["sitl"] is None  # no pid file: nothing launched through sitlpool
     r = sitlpool("status", env=dict(env, COLUMNS="200"))
     assert r.returncode == 0
     assert "sitlpool session abc123 (mine)" in r.stdout and str(inside.pid) in r.stdout

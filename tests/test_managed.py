@@ -58,6 +58,14 @@ def test_launch_ready_and_kill(manager, settings, instances):
     assert procinfo.ppid(h.pid) == os.getpid(), "the launcher stays the parent"
     assert h.lease and LeasePool.from_settings(settings).holder(h.instance).pid == os.getpid()
     assert (settings.data_dir / "sessions" / str(h.instance) / "eeprom.bin").exists()
+    import json
+    import subprocess
+    import sys
+
+    doc = json.loads(subprocess.run([sys.executable, "-m", "sitlpool", "status", "--json"], capture_output=True,
+                                    text=True, check=True).stdout)
+    [held] = doc["held"]
+    assert held["sitl"] == {"pid": h.pid, "binary": sys.executable, "alive": True}
     h.kill(wait=True)
     assert h.dead and h.status.success and "stopped by request" in h.status.reason
     assert not procinfo.is_alive(h.pid)

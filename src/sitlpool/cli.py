@@ -37,11 +37,20 @@ def status_doc(all_: bool) -> dict:
     held = pool.status()
     heldset = {h.instance for h in held}
     free = [n for n in s.pool if n not in heldset]
+    from . import pidfiles, procinfo
+
+    def with_sitl(h) -> dict:
+        d = h.as_dict()
+        rec = pidfiles.read(s.data_dir, h.instance)
+        d["sitl"] = None if rec is None else {
+            "pid": rec.pid, "binary": rec.binary, "alive": procinfo.is_alive(rec.pid, rec.start_ticks)}
+        return d
+
     doc = {
         "schema": 1,
         "lock_dir": str(s.lock_dir),
         "pool": format_pool(s.pool),
-        "held": [h.as_dict() for h in held],
+        "held": [with_sitl(h) for h in held],
         "running_without_lease": [d.as_dict() for d in discover(s, pool)],
         "free_count": len(free),
     }
@@ -58,11 +67,13 @@ def status_table(doc: dict):
     from .leases import format_age
 
     t = Table(title=f"leases in {doc['lock_dir']} (pool {doc['pool']})", title_justify="left")
-    for c in ("instance", "owner", "pid", "age", "in pool"):
+    for c in ("instance", "owner", "pid", "age", "in pool", "SITL (pid file)"):
         t.add_column(c)
     for h in doc["held"]:
         owner = h["owner"] or f"? (lock file names {h['record_owner']} pid {h['record_pid']})"
-        t.add_row(str(h["instance"]), owner, str(h["pid"]), format_age(h["age_s"]), "yes" if h["in_pool"] else "no")
+        sitl = h["sitl"]
+        sitl_text = "-" if sitl is None else f"pid {sitl['pid']} {'running' if sitl['alive'] else 'gone'}"
+        t.add_row(str(h["instance"]), owner, str(h["pid"]), format_age(h["age_s"]), "yes" if h["in_pool"] else "no", sitl_text)
     parts = [t if doc["held"] else Text("no instance is leased")]
     if doc["running_without_lease"]:
         u = Table(title="SITLs running without a lease", title_justify="left")
