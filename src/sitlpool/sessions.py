@@ -142,6 +142,7 @@ class Sessions:
         s = self.get(session_id)
         s.handle.kill(wait=True)
         s.closed = True
+        self.manager.wait_termination(0)  # drain: the manager forgets handles once reported
         info = s.info()
         info["closed"] = "SITL stopped, lease released" if s.kind == "managed" else "detached; the SITL was left running"
         return info
