@@ -216,6 +216,8 @@ def test_full_flight(procs, tmp_path, instances):
     assert g.recv("PING", 5, lambda m: m.seq == 7)
     for name in ("SYS_STATUS", "VFR_HUD", "ATTITUDE", "BATTERY_STATUS", "SYSTEM_TIME", "SIMSTATE", "HOME_POSITION"):
         assert g.recv(name, 12) is not None, name
+    batt = g.recv("BATTERY_STATUS", 12)
+    assert 0 < batt.battery_remaining < 100 and batt.current_consumed > 0, "the flight drained the battery"
     g.close()
 
 
