@@ -270,3 +270,32 @@ def test_alt_hold_throttle_and_guided_mission_item(procs, tmp_path, instances):
     assert g.command(21) == ACCEPTED  # NAV_LAND
     wait_for(lambda: not (g.recv("HEARTBEAT", 5).base_mode & 128), timeout=60, what="landed")
     g.close()
+
+
+def test_local_ned_targets_velocity_yaw_and_speed(procs, tmp_path, instances):
+    """The guided controls scripts use besides go-to: local NED position and velocity, CONDITION_YAW, DO_CHANGE_SPEED."""
+    p = ports(instances[0])
+    start_sim(procs, tmp_path, instances[0], "--speedup", 10, "--ready-delay", 1)
+    g = Gcs(p.serial0)
+    g.heartbeat()
+    wait_for(lambda: g.recv("GPS_RAW_INT", 2).fix_type >= 3, what="GPS")
+    g.m.set_mode(MODES["GUIDED"])
+    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == ACCEPTED
+    assert g.command(400, 1) == ACCEPTED
+    assert g.command(22, 0, 0, 0, 0, 0, 0, 5) == ACCEPTED
+    wait_for(lambda: g.recv("LOCAL_POSITION_NED", 2).z < -4.5, timeout=20, what="5 m")
+    # position: 20 m north of home at 6 m (z is down)
+    g.m.mav.set_position_target_local_ned_send(0, 1, 1, 1, 0b110111111000, 20, 0, -6, 0, 0, 0, 0, 0, 0, 0, 0)
+    wait_for(lambda: abs(g.recv("LOCAL_POSITION_NED", 2).x - 20) < 0.5, timeout=30, what="local NED position")
+    # velocity east for a while, then it holds where it is (the 3 s timeout)
+    g.m.mav.set_position_target_local_ned_send(0, 1, 1, 1, 0b110111000111, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0)
+    wait_for(lambda: g.recv("LOCAL_POSITION_NED", 2).vy > 2.5, timeout=10, what="moving east")
+    wait_for(lambda: abs(g.recv("LOCAL_POSITION_NED", 2).vy) < 0.01, timeout=20, what="velocity target timed out")
+    assert g.recv("LOCAL_POSITION_NED", 2).y > 5
+    assert g.command(115, 90, 0, 1, 0) == ACCEPTED  # CONDITION_YAW to 90° absolute
+    wait_for(lambda: abs(g.recv("VFR_HUD", 2).heading - 90) <= 1, timeout=10, what="yaw 90")
+    assert g.command(178, 1, 2) == ACCEPTED  # DO_CHANGE_SPEED: 2 m/s
+    g.m.mav.set_position_target_local_ned_send(0, 1, 1, 1, 0b110111111000, 0, 0, -6, 0, 0, 0, 0, 0, 0, 0, 0)
+    wait_for(lambda: g.recv("VFR_HUD", 2).groundspeed > 1.5, timeout=10, what="moving home")
+    assert max(g.recv("VFR_HUD", 2).groundspeed for _ in range(10)) <= 2.01
+    g.close()

@@ -58,6 +58,10 @@ class Copter:
         self.next_prearm = 30.0  # sim s: first periodic "PreArm:" text (as SITL, every 30 s)
         self.rtl_phase = ""
         self.was_ready = False
+        self.velocity: tuple[float, float, float] | None = None
+        self.velocity_until = 0.0
+        self.yaw_target: float | None = None
+        self.guided_speed: float | None = None
 
     # ---- derived state --------------------------------------------------------------
 
@@ -110,6 +114,7 @@ class Copter:
             why = self.prearm_failure()
             if why:
                 self.text(A.MAV_SEVERITY_CRITICAL, f"PreArm: {why}")
+        self.hold_position_after_velocity()
         self._fly(dt)
         current_a = 0.3 + (15.0 if self.flying else (2.0 if self.armed else 0.0))
         self.consumed_mah += current_a * dt / 3.6
@@ -126,9 +131,15 @@ class Copter:
         if not self.armed:
             self.vn = self.ve = self.vd = 0.0
             return
-        if name == "GUIDED" and self.target:
+        if name == "GUIDED" and self.velocity is not None and self.t < self.velocity_until:
+            want_n, want_e, want_d = self.velocity
+            sp = math.hypot(want_n, want_e)
+            if sp > vh:
+                want_n, want_e = want_n / sp * vh, want_e / sp * vh
+            want_d = max(-vup, min(vdn, want_d))
+        elif name == "GUIDED" and self.target:
             tn, te, ta = self.target
-            want_n, want_e = self._toward(tn - self.north, te - self.east, vh)
+            want_n, want_e = self._toward(tn - self.north, te - self.east, self.guided_speed or vh)
             want_d = self._vertical(ta - self.alt, vup, vdn)
         elif name in ("ALT_HOLD", "LOITER", "POSHOLD", "STABILIZE"):
             if self.throttle_until < self.t:
@@ -147,7 +158,9 @@ class Copter:
         self.north += self.vn * dt
         self.east += self.ve * dt
         self.alt -= self.vd * dt
-        if self.vn or self.ve:
+        if self.yaw_target is not None:
+            self.heading = self.yaw_target
+        elif self.vn or self.ve:
             self.heading = math.degrees(math.atan2(self.ve, self.vn)) % 360
         if self.alt <= 0.0:
             self.alt = 0.0
@@ -241,6 +254,7 @@ class Copter:
             return R_FAILED
         if custom != self.mode:
             self.mode = custom
+            self.velocity = self.yaw_target = None
             self.target = (self.north, self.east, self.alt) if name == "GUIDED" and self.flying else None
             self.rtl_phase = "climb" if name == "RTL" else ""
         return R_ACCEPTED
@@ -264,8 +278,42 @@ class Copter:
         if MODE_NAMES.get(self.mode) != "GUIDED" or not self.flying:
             return False
         n, e = self.local(lat, lon)
-        self.target = (n, e, self.alt if alt is None else alt)
+        return self.goto_local(n, e, alt)
+
+    def goto_local(self, north: float, east: float, alt: float | None) -> bool:
+        """A position target in metres from home (NED, alt up)."""
+        if MODE_NAMES.get(self.mode) != "GUIDED" or not self.flying:
+            return False
+        self.target = (north, east, self.alt if alt is None else alt)
+        self.velocity = None
         return True
+
+    def set_velocity(self, vn: float, ve: float, vd: float) -> bool:
+        """A velocity target (m/s NED); like ArduCopter it stops after 3 s without a new one."""
+        if MODE_NAMES.get(self.mode) != "GUIDED" or not self.flying:
+            return False
+        self.velocity = (vn, ve, vd)
+        self.velocity_until = self.t + 3.0
+        self.target = None
+        return True
+
+    def hold_position_after_velocity(self) -> None:
+        if self.velocity is not None and self.t >= self.velocity_until:
+            self.velocity = None
+            self.target = (self.north, self.east, self.alt)
+
+    def condition_yaw(self, angle: float, relative: bool, direction: int) -> int:
+        if not self.armed:
+            return R_FAILED
+        base = self.heading if relative else 0.0
+        self.yaw_target = (base + (angle if direction >= 0 else -angle)) % 360
+        return R_ACCEPTED
+
+    def change_speed(self, speed: float) -> int:
+        if speed <= 0:
+            return R_FAILED
+        self.guided_speed = float(speed)
+        return R_ACCEPTED
 
     def reboot(self, link) -> int:
         if self.armed:
@@ -318,6 +366,8 @@ class Copter:
             return mavlink.MAVLink_global_position_int_message(
                 ms, int(self.lat * 1e7), int(self.lon * 1e7), int((self.home_alt + self.alt) * 1000), int(self.alt * 1000),
                 int(self.vn * 100), int(self.ve * 100), int(self.vd * 100), int(self.heading * 100) % 36000)
+        if name == "LOCAL_POSITION_NED":
+            return mavlink.MAVLink_local_position_ned_message(ms, self.north, self.east, -self.alt, self.vn, self.ve, self.vd)
         if name == "ATTITUDE":
             return mavlink.MAVLink_attitude_message(ms, 0.0, 0.0, math.radians(self.heading if self.heading <= 180 else self.heading - 360), 0, 0, 0)
         if name == "VFR_HUD":

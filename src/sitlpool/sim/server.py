@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import selectors
 import signal
@@ -20,12 +21,12 @@ TICK_S = 0.04  # wall seconds per main-loop tick (25 Hz)
 MAX_SUBSTEP = 0.05  # sim seconds per physics sub-step
 HEARTBEAT_HZ = 1.0
 DEFAULT_RATES = {  # Hz of sim time, per link, until a client asks for others
-    "SYS_STATUS": 1, "GPS_RAW_INT": 1, "GLOBAL_POSITION_INT": 4, "ATTITUDE": 4, "VFR_HUD": 4,
+    "SYS_STATUS": 1, "GPS_RAW_INT": 1, "GLOBAL_POSITION_INT": 4, "LOCAL_POSITION_NED": 4, "ATTITUDE": 4, "VFR_HUD": 4,
     "BATTERY_STATUS": 1, "SYSTEM_TIME": 1, "SIMSTATE": 1, "HOME_POSITION": 0.2,
 }
 STREAMS = {  # REQUEST_DATA_STREAM ids, as ArduPilot groups them
     A.MAV_DATA_STREAM_EXTENDED_STATUS: ("SYS_STATUS", "GPS_RAW_INT"),
-    A.MAV_DATA_STREAM_POSITION: ("GLOBAL_POSITION_INT",),
+    A.MAV_DATA_STREAM_POSITION: ("GLOBAL_POSITION_INT", "LOCAL_POSITION_NED"),
     A.MAV_DATA_STREAM_EXTRA1: ("ATTITUDE", "SIMSTATE"),
     A.MAV_DATA_STREAM_EXTRA2: ("VFR_HUD",),
     A.MAV_DATA_STREAM_EXTRA3: ("BATTERY_STATUS", "SYSTEM_TIME", "HOME_POSITION"),
@@ -321,6 +322,9 @@ class Simulator:
         elif t == "SET_POSITION_TARGET_GLOBAL_INT":
             if not c.goto(m.lat_int / 1e7, m.lon_int / 1e7, self._rel_alt(m.coordinate_frame, m.alt)):
                 c.text(A.MAV_SEVERITY_WARNING, "Guided target refused: not flying in GUIDED", lk)
+        elif t == "SET_POSITION_TARGET_LOCAL_NED":
+            if not self._local_target(m):
+                c.text(A.MAV_SEVERITY_WARNING, "Guided target refused: not flying in GUIDED", lk)
         elif t == "MISSION_ITEM_INT" and m.current == 2:
             ok = c.goto(m.x / 1e7, m.y / 1e7, self._rel_alt(m.frame, m.z))
             self.send(A.MAVLink_mission_ack_message(m.get_srcSystem(), m.get_srcComponent(),
@@ -331,6 +335,27 @@ class Simulator:
             self.send(A.MAVLink_ping_message(m.time_usec, m.seq, m.get_srcSystem(), m.get_srcComponent()), lk)
         elif t == "TIMESYNC" and m.tc1 == 0:
             self.send(A.MAVLink_timesync_message(time.monotonic_ns(), m.ts1), lk)
+
+    def _local_target(self, m) -> bool:
+        """SET_POSITION_TARGET_LOCAL_NED: a position (LOCAL_NED from home; *_OFFSET_NED from
+        here, BODY rotated by the heading) or, when positions are masked out, a velocity."""
+        c = self.copter
+        pos_ignored = (m.type_mask & 0b111) == 0b111
+        vel_ignored = (m.type_mask & 0b111000) == 0b111000
+        if m.coordinate_frame in (A.MAV_FRAME_BODY_OFFSET_NED, A.MAV_FRAME_BODY_NED, A.MAV_FRAME_BODY_FRD):
+            h = math.radians(c.heading)
+            rot = lambda x, y: (x * math.cos(h) - y * math.sin(h), x * math.sin(h) + y * math.cos(h))  # noqa: E731
+        else:
+            rot = lambda x, y: (x, y)  # noqa: E731
+        if not pos_ignored:
+            dn, de = rot(m.x, m.y)
+            if m.coordinate_frame == A.MAV_FRAME_LOCAL_NED:
+                return c.goto_local(dn, de, -m.z)
+            return c.goto_local(c.north + dn, c.east + de, c.alt - m.z)
+        if not vel_ignored:
+            vn, ve = rot(m.vx, m.vy)
+            return c.set_velocity(vn, ve, m.vz)
+        return False
 
     def _rel_alt(self, frame: int, alt: float) -> float:
         if frame in (A.MAV_FRAME_GLOBAL, A.MAV_FRAME_GLOBAL_INT):
@@ -355,6 +380,10 @@ class Simulator:
             r = c.set_mode(MODES["LAND"], lk)
         elif cmd == A.MAV_CMD_NAV_RETURN_TO_LAUNCH:
             r = c.set_mode(MODES["RTL"], lk)
+        elif cmd == A.MAV_CMD_CONDITION_YAW:
+            r = c.condition_yaw(p[0], bool(p[3]), int(p[2]) if p[2] else 1)
+        elif cmd == A.MAV_CMD_DO_CHANGE_SPEED:
+            r = c.change_speed(p[1])
         elif cmd == A.MAV_CMD_DO_REPOSITION:
             r = 0 if c.goto(p[4], p[5], p[6]) else 4
         elif cmd == A.MAV_CMD_PREFLIGHT_REBOOT_SHUTDOWN:
