@@ -299,3 +299,50 @@ def test_local_ned_targets_velocity_yaw_and_speed(procs, tmp_path, instances):
     wait_for(lambda: g.recv("VFR_HUD", 2).groundspeed > 1.5, timeout=10, what="moving home")
     assert max(g.recv("VFR_HUD", 2).groundspeed for _ in range(10)) <= 2.01
     g.close()
+
+
+def _upload(g, items):
+    """items: (command, lat, lon, alt); item 0 is home. The vehicle pulls each with MISSION_REQUEST_INT."""
+    g.m.mav.mission_count_send(1, 1, len(items), 0)
+    for _ in items:
+        req = g.recv("MISSION_REQUEST_INT", 5)
+        assert req is not None, "the vehicle asks for each item"
+        cmd, lat, lon, alt = items[req.seq]
+        g.m.mav.mission_item_int_send(1, 1, req.seq, 6, cmd, 0, 1, 0, 0, 0, 0, int(lat * 1e7), int(lon * 1e7), alt, 0)
+    return g.recv("MISSION_ACK", 5)
+
+
+def test_auto_mission(procs, tmp_path, instances):
+    p = ports(instances[0])
+    start_sim(procs, tmp_path, instances[0], "--speedup", 10, "--ready-delay", 1)
+    g = Gcs(p.serial0)
+    g.heartbeat()
+    home = wait_for(lambda: g.recv("HOME_POSITION", 10), what="home")
+    hlat, hlon = home.latitude / 1e7, home.longitude / 1e7
+    wlat = hlat + 30 / 111320
+    # a mission that does not start with a takeoff cannot start on the ground
+    assert _upload(g, [(16, hlat, hlon, 0), (16, wlat, hlon, 10)]).type == 0
+    g.m.set_mode(MODES["GUIDED"])
+    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == ACCEPTED
+    assert g.command(400, 1) == ACCEPTED
+    g.m.set_mode(MODES["AUTO"])
+    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == FAILED
+    assert "Auto: Missing Takeoff Cmd" in g.seen_texts
+    assert _upload(g, [(16, hlat, hlon, 0), (22, 0, 0, 10), (16, wlat, hlon, 10), (21, 0, 0, 0)]).type == 0
+    g.m.mav.mission_request_list_send(1, 1, 0)
+    assert g.recv("MISSION_COUNT", 5).count == 4
+    g.m.mav.mission_request_int_send(1, 1, 2, 0)
+    item = g.recv("MISSION_ITEM_INT", 5)
+    assert item.seq == 2 and item.command == 16 and abs(item.x / 1e7 - wlat) < 1e-6 and item.z == 10
+    g.m.set_mode(MODES["AUTO"])
+    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == ACCEPTED
+    assert g.recv("MISSION_ITEM_REACHED", 30, lambda m: m.seq == 1), "takeoff done"
+    assert g.recv("MISSION_ITEM_REACHED", 30, lambda m: m.seq == 2), "waypoint reached"
+    wait_for(lambda: not (g.recv("HEARTBEAT", 5).base_mode & 128), timeout=60, what="landed and disarmed")
+    pos = g.recv("GLOBAL_POSITION_INT", 5)
+    assert abs(pos.lat / 1e7 - wlat) * 111320 < 3 and pos.relative_alt < 300, "landed at the waypoint"
+    g.m.mav.mission_clear_all_send(1, 1, 0)
+    assert g.recv("MISSION_ACK", 5).type == 0
+    g.m.mav.mission_request_list_send(1, 1, 0)
+    assert g.recv("MISSION_COUNT", 5).count == 0
+    g.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from typing import Callable
 
 os.environ.setdefault("MAVLINK20", "1")
@@ -30,6 +31,21 @@ FORCE_MAGIC = 21196
 A = mavlink  # short alias for constants
 R_ACCEPTED, R_DENIED, R_UNSUPPORTED, R_FAILED = (
     A.MAV_RESULT_ACCEPTED, A.MAV_RESULT_TEMPORARILY_REJECTED, A.MAV_RESULT_UNSUPPORTED, A.MAV_RESULT_FAILED)
+
+
+@dataclass
+class MissionItem:
+    """One stored mission item: positions in degrees, altitude in metres above home."""
+
+    command: int
+    lat: float
+    lon: float
+    alt: float
+    params: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    frame: int = A.MAV_FRAME_GLOBAL_RELATIVE_ALT
+
+
+NAV_COMMANDS = {A.MAV_CMD_NAV_WAYPOINT, A.MAV_CMD_NAV_TAKEOFF, A.MAV_CMD_NAV_LAND, A.MAV_CMD_NAV_RETURN_TO_LAUNCH}
 
 
 class Copter:
@@ -58,6 +74,9 @@ class Copter:
         self.next_prearm = 30.0  # sim s: first periodic "PreArm:" text (as SITL, every 30 s)
         self.rtl_phase = ""
         self.was_ready = False
+        self.mission: list[MissionItem] = []  # item 0 is home, as on ArduPilot
+        self.mission_seq = 1
+        self.auto_landing = False
         self.velocity: tuple[float, float, float] | None = None
         self.velocity_until = 0.0
         self.yaw_target: float | None = None
@@ -153,7 +172,9 @@ class Copter:
             want_d = self._land_speed()
         elif name == "RTL":
             want_n, want_e, want_d = self._rtl(vh, vup, vdn)
-        # BRAKE, AUTO without a mission, anything else: hold
+        elif name == "AUTO":
+            want_n, want_e, want_d = self._auto(vh, vup, vdn)
+        # BRAKE, a finished mission, anything else: hold
         self.vn, self.ve, self.vd = want_n, want_e, want_d
         self.north += self.vn * dt
         self.east += self.ve * dt
@@ -173,7 +194,7 @@ class Copter:
         if self.landed_since is not None:
             self.vn = self.ve = 0.0
             idle = self.t - max(self.landed_since, self.armed_at)
-            landing = name in ("LAND", "RTL")
+            landing = name in ("LAND", "RTL") or (name == "AUTO" and self.auto_landing)
             delay = self.p.get("DISARM_DELAY", 10)
             if landing and idle > 1.0 or (delay > 0 and idle > delay):
                 self.disarm("landed" if landing else "auto disarm")
@@ -207,6 +228,45 @@ class Copter:
                 self.rtl_phase = "land"
             return vn, ve, 0.0
         return 0.0, 0.0, self._land_speed()
+
+    def _auto(self, vh, vup, vdn) -> tuple[float, float, float]:
+        """Fly the mission from ``mission_seq``: TAKEOFF, WAYPOINT, LAND, RETURN_TO_LAUNCH
+        (other commands are passed over). At its end the vehicle holds."""
+        radius = max(0.5, self.p.get("WPNAV_RADIUS", 200) / 100)
+        while self.mission_seq < len(self.mission):
+            it = self.mission[self.mission_seq]
+            if it.command == A.MAV_CMD_NAV_TAKEOFF:
+                if self.alt >= it.alt - 0.3:
+                    self._reached()
+                    continue
+                return 0.0, 0.0, self._vertical(it.alt - self.alt, vup, vdn)
+            if it.command in (A.MAV_CMD_NAV_WAYPOINT, A.MAV_CMD_NAV_LAND):
+                # latitude and longitude 0 mean "where the vehicle is", as on ArduPilot
+                n, e = (self.north, self.east) if it.lat == 0 and it.lon == 0 else self.local(it.lat, it.lon)
+                dist = math.hypot(n - self.north, e - self.east)
+                if it.command == A.MAV_CMD_NAV_LAND:
+                    if dist > 0.5:
+                        vn, ve = self._toward(n - self.north, e - self.east, self.guided_speed or vh)
+                        return vn, ve, 0.0
+                    self.auto_landing = True
+                    return 0.0, 0.0, self._land_speed()
+                if dist <= radius and abs(it.alt - self.alt) < 0.5:
+                    self._reached()
+                    continue
+                vn, ve = self._toward(n - self.north, e - self.east, self.guided_speed or vh)
+                return vn, ve, self._vertical(it.alt - self.alt, vup, vdn)
+            if it.command == A.MAV_CMD_NAV_RETURN_TO_LAUNCH:
+                self._reached()
+                self.mode = MODES["RTL"]
+                self.rtl_phase = "climb"
+                return 0.0, 0.0, 0.0
+            self.mission_seq += 1  # DO_/CONDITION_ commands: nothing to simulate
+        return 0.0, 0.0, 0.0
+
+    def _reached(self) -> None:
+        self.send(mavlink.MAVLink_mission_item_reached_message(self.mission_seq))
+        self.mission_seq += 1
+        self.send(self.message("MISSION_CURRENT"))
 
     # ---- actions ----------------------------------------------------------------
 
@@ -252,9 +312,17 @@ class Copter:
         if name in NEEDS_POSITION and not self.ready:
             self.text(A.MAV_SEVERITY_WARNING, f"Mode change to {name} failed: requires position", link)
             return R_FAILED
+        if name == "AUTO" and self.armed and self.landed_since is not None:
+            first = self.mission[1] if len(self.mission) > 1 else None
+            if first is None or first.command != A.MAV_CMD_NAV_TAKEOFF:
+                self.text(A.MAV_SEVERITY_WARNING, "Auto: Missing Takeoff Cmd", link)
+                return R_FAILED
         if custom != self.mode:
             self.mode = custom
             self.velocity = self.yaw_target = None
+            self.auto_landing = False
+            if name == "AUTO" and self.mission_seq >= len(self.mission):
+                self.mission_seq = 1  # a finished mission starts over
             self.target = (self.north, self.east, self.alt) if name == "GUIDED" and self.flying else None
             self.rtl_phase = "climb" if name == "RTL" else ""
         return R_ACCEPTED
@@ -366,6 +434,9 @@ class Copter:
             return mavlink.MAVLink_global_position_int_message(
                 ms, int(self.lat * 1e7), int(self.lon * 1e7), int((self.home_alt + self.alt) * 1000), int(self.alt * 1000),
                 int(self.vn * 100), int(self.ve * 100), int(self.vd * 100), int(self.heading * 100) % 36000)
+        if name == "MISSION_CURRENT":
+            total = max(0, len(self.mission) - 1)
+            return mavlink.MAVLink_mission_current_message(min(self.mission_seq, len(self.mission)), total)
         if name == "LOCAL_POSITION_NED":
             return mavlink.MAVLink_local_position_ned_message(ms, self.north, self.east, -self.alt, self.vn, self.ve, self.vd)
         if name == "ATTITUDE":

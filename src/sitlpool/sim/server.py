@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..instances import ports as instance_ports
-from .copter import MODES, Copter, mavlink
+from .copter import MODES, Copter, MissionItem, mavlink
 from .params import Params
 
 A = mavlink
@@ -22,10 +22,10 @@ MAX_SUBSTEP = 0.05  # sim seconds per physics sub-step
 HEARTBEAT_HZ = 1.0
 DEFAULT_RATES = {  # Hz of sim time, per link, until a client asks for others
     "SYS_STATUS": 1, "GPS_RAW_INT": 1, "GLOBAL_POSITION_INT": 4, "LOCAL_POSITION_NED": 4, "ATTITUDE": 4, "VFR_HUD": 4,
-    "BATTERY_STATUS": 1, "SYSTEM_TIME": 1, "SIMSTATE": 1, "HOME_POSITION": 0.2,
+    "BATTERY_STATUS": 1, "SYSTEM_TIME": 1, "SIMSTATE": 1, "HOME_POSITION": 0.2, "MISSION_CURRENT": 1,
 }
 STREAMS = {  # REQUEST_DATA_STREAM ids, as ArduPilot groups them
-    A.MAV_DATA_STREAM_EXTENDED_STATUS: ("SYS_STATUS", "GPS_RAW_INT"),
+    A.MAV_DATA_STREAM_EXTENDED_STATUS: ("SYS_STATUS", "GPS_RAW_INT", "MISSION_CURRENT"),
     A.MAV_DATA_STREAM_POSITION: ("GLOBAL_POSITION_INT", "LOCAL_POSITION_NED"),
     A.MAV_DATA_STREAM_EXTRA1: ("ATTITUDE", "SIMSTATE"),
     A.MAV_DATA_STREAM_EXTRA2: ("VFR_HUD",),
@@ -51,6 +51,7 @@ class Link:
     rates: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RATES))
     due: dict[str, float] = field(default_factory=dict)
     out: bytearray = field(default_factory=bytearray)
+    upload: dict | None = None  # a mission upload in progress: count, items
 
 
 @dataclass
@@ -325,6 +326,10 @@ class Simulator:
         elif t == "SET_POSITION_TARGET_LOCAL_NED":
             if not self._local_target(m):
                 c.text(A.MAV_SEVERITY_WARNING, "Guided target refused: not flying in GUIDED", lk)
+        elif t in ("MISSION_COUNT", "MISSION_ITEM", "MISSION_ITEM_INT", "MISSION_REQUEST_LIST", "MISSION_REQUEST",
+                   "MISSION_REQUEST_INT", "MISSION_CLEAR_ALL", "MISSION_SET_CURRENT") and not (
+                   t.startswith("MISSION_ITEM") and m.current == 2):
+            self.mission_protocol(t, m, lk)
         elif t == "MISSION_ITEM_INT" and m.current == 2:
             ok = c.goto(m.x / 1e7, m.y / 1e7, self._rel_alt(m.frame, m.z))
             self.send(A.MAVLink_mission_ack_message(m.get_srcSystem(), m.get_srcComponent(),
@@ -335,6 +340,60 @@ class Simulator:
             self.send(A.MAVLink_ping_message(m.time_usec, m.seq, m.get_srcSystem(), m.get_srcComponent()), lk)
         elif t == "TIMESYNC" and m.tc1 == 0:
             self.send(A.MAVLink_timesync_message(time.monotonic_ns(), m.ts1), lk)
+
+    def mission_protocol(self, t: str, m, lk: Link) -> None:
+        """Mission upload, download, clear and set-current (mission_type 0 only)."""
+        c = self.copter
+        to = (m.get_srcSystem(), m.get_srcComponent())
+        mtype = getattr(m, "mission_type", 0)
+
+        def ack(result: int) -> None:
+            self.send(A.MAVLink_mission_ack_message(*to, result, mtype), lk)
+
+        if mtype != A.MAV_MISSION_TYPE_MISSION:
+            ack(A.MAV_MISSION_UNSUPPORTED)
+            return
+        if t == "MISSION_COUNT":
+            if m.count == 0:
+                c.mission, c.mission_seq = [], 1
+                ack(A.MAV_MISSION_ACCEPTED)
+                return
+            lk.upload = {"count": m.count, "items": []}
+            self.send(A.MAVLink_mission_request_int_message(*to, 0, mtype), lk)
+        elif t in ("MISSION_ITEM", "MISSION_ITEM_INT"):
+            up = lk.upload
+            if up is None:
+                ack(A.MAV_MISSION_DENIED)
+                return
+            if m.seq == len(up["items"]):
+                scale = 1e7 if t == "MISSION_ITEM_INT" else 1.0
+                alt = self._rel_alt(m.frame, m.z)
+                up["items"].append(MissionItem(m.command, m.x / scale, m.y / scale, alt,
+                                               (m.param1, m.param2, m.param3, m.param4), m.frame))
+            if len(up["items"]) < up["count"]:
+                self.send(A.MAVLink_mission_request_int_message(*to, len(up["items"]), mtype), lk)
+                return
+            c.mission, c.mission_seq, lk.upload = up["items"], 1, None
+            ack(A.MAV_MISSION_ACCEPTED)
+        elif t == "MISSION_REQUEST_LIST":
+            self.send(A.MAVLink_mission_count_message(*to, len(c.mission), mtype), lk)
+        elif t in ("MISSION_REQUEST", "MISSION_REQUEST_INT"):
+            if not 0 <= m.seq < len(c.mission):
+                ack(A.MAV_MISSION_INVALID_SEQUENCE)
+                return
+            it = c.mission[m.seq]
+            lat, lon, alt = (c.home_lat, c.home_lon, 0.0) if m.seq == 0 else (it.lat, it.lon, it.alt)
+            self.send(A.MAVLink_mission_item_int_message(
+                *to, m.seq, A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT if m.seq else A.MAV_FRAME_GLOBAL_INT, it.command,
+                int(m.seq == c.mission_seq), 1, *it.params, int(lat * 1e7), int(lon * 1e7),
+                alt if m.seq else c.home_alt, mtype), lk)
+        elif t == "MISSION_CLEAR_ALL":
+            c.mission, c.mission_seq = [], 1
+            ack(A.MAV_MISSION_ACCEPTED)
+        elif t == "MISSION_SET_CURRENT":
+            if 0 < m.seq < len(c.mission):
+                c.mission_seq = m.seq
+            self.send(c.message("MISSION_CURRENT"), None)
 
     def _local_target(self, m) -> bool:
         """SET_POSITION_TARGET_LOCAL_NED: a position (LOCAL_NED from home; *_OFFSET_NED from
