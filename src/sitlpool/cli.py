@@ -28,32 +28,24 @@ def err(msg: str) -> None:
 
 
 def status_doc(all_: bool) -> dict:
-    from .config import format_pool, load_settings
-    from .leases import LeasePool
+    """``python -m sitlpool.leases status``'s document, plus each lease's SITL (from its
+    pid file), the SITLs running without a lease, and the free instances."""
+    from . import pidfiles, procinfo
+    from .config import load_settings
+    from .leases import LeasePool, status_document
     from .process import discover
 
     s = load_settings()
     pool = LeasePool.from_settings(s, check=False)
-    held = pool.status()
-    heldset = {h.instance for h in held}
-    free = [n for n in s.pool if n not in heldset]
-    from . import pidfiles, procinfo
-
-    def with_sitl(h) -> dict:
-        d = h.as_dict()
-        rec = pidfiles.read(s.data_dir, h.instance)
-        d["sitl"] = None if rec is None else {
+    doc = {"schema": 1, **status_document(pool)}
+    for h in doc["held"]:
+        rec = pidfiles.read(s.data_dir, h["instance"])
+        h["sitl"] = None if rec is None else {
             "pid": rec.pid, "binary": rec.binary, "alive": procinfo.is_alive(rec.pid, rec.start_ticks)}
-        return d
-
-    doc = {
-        "schema": 1,
-        "lock_dir": str(s.lock_dir),
-        "pool": format_pool(s.pool),
-        "held": [with_sitl(h) for h in held],
-        "running_without_lease": [d.as_dict() for d in discover(s, pool)],
-        "free_count": len(free),
-    }
+    held = {h["instance"] for h in doc["held"]}
+    free = [n for n in s.pool if n not in held]
+    doc["running_without_lease"] = [d.as_dict() for d in discover(s, pool)]
+    doc["free_count"] = len(free)
     if all_:
         doc["free"] = free
     return doc
