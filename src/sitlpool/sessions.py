@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from .config import load_settings
 from .errors import MavlinkError, SessionError, SitlpoolError
+from .instances import ports
 from .leases import Lease, LeasePool
+from .ports import busy_ports, name_holders, read_sockets
 from .process import SitlManager, SitlProcess, discover, kill_instance, reap_orphans
 from .process.managed import ManagedSitl
 
@@ -192,17 +194,16 @@ class Sessions:
 
     def list_instances(self, all: bool = False) -> dict:
         mine = {s.handle.instance: s.id for s in self.sessions.values() if not s.closed and s.kind == "managed"}
+        holders = self.pool.status()
+        socks = read_sockets()
+        busy = {h.instance: busy_ports(ports(h.instance), socks) for h in holders}
+        name_holders([b for bs in busy.values() for b in bs])  # one /proc scan for all of them
         held = []
-        from .ports import busy_ports, name_holders
-        from .instances import ports
-
-        for h in self.pool.status():
+        for h in holders:
             d = h.as_dict()
-            d["age"] = d.pop("age_s")
             d["this_server_session"] = mine.get(h.instance)
-            if h.instance in self.leases:
-                d["this_server_lease"] = True
-            d["busy_ports"] = [b.describe() for b in name_holders(busy_ports(ports(h.instance)))]
+            d["this_server_lease"] = h.instance in self.leases
+            d["busy_ports"] = [b.describe() for b in busy[h.instance]]
             held.append(d)
         out = {"pool": list(self.pool.pool), "lock_dir": str(self.pool.lock_dir), "leased": held,
                "running_without_lease": [d.as_dict() for d in discover(self.settings, self.pool)]}
