@@ -441,3 +441,26 @@ def test_reserved_instances_cannot_be_requested(pool):
             pool.acquire("me", instance=n)
     with pytest.raises(InstanceError, match="past 65535"):
         pool.acquire("me", instance=99999)
+
+
+def test_random_garbage_never_crashes_parsing(pool, lock_dir, instances):
+    from sitlpool.config import parse_pool
+    from sitlpool.errors import ConfigError
+
+    rnd = random.Random(7)
+    for _ in range(3000):
+        data = bytes(rnd.getrandbits(8) for _ in range(rnd.randint(0, 80)))
+        owner, pid, since = parse_record(data)
+        assert owner is None or (isinstance(owner, str) and owner.isprintable())
+        assert pid is None or pid > 0
+        text = "".join(rnd.choice("0123456789,- x") for _ in range(rnd.randint(0, 12)))
+        try:
+            parse_pool(text)
+        except ConfigError as e:
+            assert "pool" in str(e)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with pool.acquire("holder", instance=instances[1]) as lease:
+        for _ in range(50):
+            lease.path.write_bytes(bytes(rnd.getrandbits(8) for _ in range(rnd.randint(0, 200))))
+            [h] = pool.status()
+            assert h.pid == os.getpid() and isinstance(h.describe(), str)
