@@ -238,3 +238,23 @@ def test_http_refuses_non_loopback(env):
     r = subprocess.run([sys.executable, "-m", "sitlpool", "serve", "--http", "8765", "--host", "0.0.0.0"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "refusing to serve MCP over HTTP on 0.0.0.0" in r.stderr
+
+
+async def test_http_on_loopback(env, procs, instances):
+    from mcp.client.streamable_http import streamable_http_client
+
+    from sitlpool.ports import read_sockets
+
+    port = 20000 + instances[0] % 1000  # a port no other test uses at the same time
+    p = procs.popen([sys.executable, "-m", "sitlpool", "serve", "--http", str(port)], env=env,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: any(s.local_port == port for s in read_sockets(("tcp",))), timeout=30, what="HTTP listening")
+    listeners = [s for s in read_sockets(("tcp",)) if s.local_port == port]
+    assert listeners and all(s.local_addr in ("127.0.0.1", "::1") for s in listeners), listeners
+    async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (r, w):
+        async with ClientSession(r, w) as session:
+            await session.initialize()
+            info = await Client(session)("server_info")
+            assert info["pool"] == instances
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(20) is not None

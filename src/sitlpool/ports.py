@@ -32,6 +32,7 @@ class Sock:
     state: int
     uid: int
     inode: int
+    local_addr: str = ""
 
 
 @dataclass
@@ -92,10 +93,11 @@ def _diag_dump(family: int, proto: int, states: int) -> list[Sock]:
                 m = off + _HDR.size
                 state = data[m + 1]
                 sport, dport = struct.unpack_from(">HH", data, m + 4)
-                dst = data[m + 24 : m + 40]
-                raddr = socket.inet_ntop(family, dst[:4] if family == socket.AF_INET else dst)
+                src, dst = data[m + 8 : m + 24], data[m + 24 : m + 40]
+                v4 = family == socket.AF_INET
+                raddr = socket.inet_ntop(family, dst[:4] if v4 else dst)
                 uid, inode = struct.unpack_from("=II", data, m + 64)
-                out.append(Sock(name, sport, raddr, dport, state, uid, inode))
+                out.append(Sock(name, sport, raddr, dport, state, uid, inode, socket.inet_ntop(family, src[:4] if v4 else src)))
                 off += (length + 3) & ~3
             if not data:
                 return out
