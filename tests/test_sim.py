@@ -42,6 +42,7 @@ def test_port_timeline_and_log_lines(procs, tmp_path, instances):
     socks = read_sockets()
     mine = {(s.proto, s.local_port) for s in socks}
     assert ("tcp", p.serial0) in mine
+    assert [x.local_addr for x in socks if x.local_port == p.serial0] == ["0.0.0.0"], "SITL binds every address"
     assert not {("tcp", p.serial1), ("tcp", p.serial2), ("udp", p.rc_in)} & mine, "only SERIAL0 before a client"
     assert (tmp_path / "eeprom.bin").exists()
     g = Gcs(p.serial0)
