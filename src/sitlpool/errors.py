@@ -55,6 +55,13 @@ class NotRunning(ProcessError):
     """A handle was asked for something that needs a running process."""
 
 
+class UnknownEndpoint(SitlpoolError, KeyError):
+    """``endpoint(name)`` with a name that is not serial0, serial1 or serial2."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class ResolveError(ProcessError):
     """An unmanaged SITL could not be found or has no free port to attach on."""
 

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..errors import NotRunning, SitlpoolError
+from ..errors import NotRunning, SitlpoolError, UnknownEndpoint
 from ..instances import SERIAL_NAMES, Ports
 
 
@@ -146,7 +146,7 @@ class SitlProcess(abc.ABC):
     def endpoint(self, name: str) -> str:
         """The MAVLink endpoint ``serial0``/``serial1``/``serial2`` as ``tcp:HOST:PORT``."""
         if name not in SERIAL_NAMES:
-            raise KeyError(f"unknown endpoint {name!r}: use one of {', '.join(SERIAL_NAMES)}")
+            raise UnknownEndpoint(f"unknown endpoint {name!r}: use one of {', '.join(SERIAL_NAMES)}")
         if self.dead or not self.ready:
             raise NotRunning(f"{self.name} is not running; its endpoints exist only while it runs (wait_running first)")
         return self._endpoint(name)
