@@ -245,15 +245,23 @@ def test_more_mavlink(procs, tmp_path, instances):
     g.close()
 
 
-def test_alt_hold_throttle_and_guided_mission_item(procs, tmp_path, instances):
-    p = ports(instances[0])
-    start_sim(procs, tmp_path, instances[0], "--speedup", 10, "--ready-delay", 1)
-    g = Gcs(p.serial0)
+def ready_vehicle(procs, tmp_path, n):
+    """A vehicle at speedup 10 with GPS/EKF ready, and a GCS connected to it."""
+    start_sim(procs, tmp_path, n, "--speedup", 10, "--ready-delay", 1)
+    g = Gcs(ports(n).serial0)
     g.heartbeat()
-    g.m.mav.request_data_stream_send(1, 1, 0, 10, 1)
     wait_for(lambda: g.recv("GPS_RAW_INT", 2).fix_type >= 3, what="GPS")
-    g.m.set_mode(MODES["ALT_HOLD"])
-    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == ACCEPTED
+    return g
+
+
+def set_mode(g, name):
+    g.m.set_mode(MODES[name])
+    return g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result
+
+
+def test_alt_hold_throttle_and_guided_mission_item(procs, tmp_path, instances):
+    g = ready_vehicle(procs, tmp_path, instances[0])
+    assert set_mode(g, "ALT_HOLD") == ACCEPTED
     assert g.command(400, 1) == ACCEPTED
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:  # full throttle: climbs
@@ -262,7 +270,7 @@ def test_alt_hold_throttle_and_guided_mission_item(procs, tmp_path, instances):
         if m and m.relative_alt > 5000:
             break
     assert m.relative_alt > 5000
-    g.m.set_mode(MODES["GUIDED"])
+    assert set_mode(g, "GUIDED") == ACCEPTED
     here = g.recv("GLOBAL_POSITION_INT", 5)
     lat = here.lat / 1e7 + 30 / 111320
     g.m.mav.mission_item_int_send(1, 1, 0, 3, 16, 2, 1, 0, 0, 0, 0, int(lat * 1e7), here.lon, 8)
@@ -275,13 +283,8 @@ def test_alt_hold_throttle_and_guided_mission_item(procs, tmp_path, instances):
 
 def test_local_ned_targets_velocity_yaw_and_speed(procs, tmp_path, instances):
     """The guided controls scripts use besides go-to: local NED position and velocity, CONDITION_YAW, DO_CHANGE_SPEED."""
-    p = ports(instances[0])
-    start_sim(procs, tmp_path, instances[0], "--speedup", 10, "--ready-delay", 1)
-    g = Gcs(p.serial0)
-    g.heartbeat()
-    wait_for(lambda: g.recv("GPS_RAW_INT", 2).fix_type >= 3, what="GPS")
-    g.m.set_mode(MODES["GUIDED"])
-    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == ACCEPTED
+    g = ready_vehicle(procs, tmp_path, instances[0])
+    assert set_mode(g, "GUIDED") == ACCEPTED
     assert g.command(400, 1) == ACCEPTED
     assert g.command(22, 0, 0, 0, 0, 0, 0, 5) == ACCEPTED
     wait_for(lambda: g.recv("LOCAL_POSITION_NED", 2).z < -4.5, timeout=20, what="5 m")
@@ -314,20 +317,15 @@ def _upload(g, items):
 
 
 def test_auto_mission(procs, tmp_path, instances):
-    p = ports(instances[0])
-    start_sim(procs, tmp_path, instances[0], "--speedup", 10, "--ready-delay", 1)
-    g = Gcs(p.serial0)
-    g.heartbeat()
+    g = ready_vehicle(procs, tmp_path, instances[0])
     home = wait_for(lambda: g.recv("HOME_POSITION", 10), what="home")
     hlat, hlon = home.latitude / 1e7, home.longitude / 1e7
     wlat = hlat + 30 / 111320
     # a mission that does not start with a takeoff cannot start on the ground
     assert _upload(g, [(16, hlat, hlon, 0), (16, wlat, hlon, 10)]).type == 0
-    g.m.set_mode(MODES["GUIDED"])
-    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == ACCEPTED
+    assert set_mode(g, "GUIDED") == ACCEPTED
     assert g.command(400, 1) == ACCEPTED
-    g.m.set_mode(MODES["AUTO"])
-    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == FAILED
+    assert set_mode(g, "AUTO") == FAILED
     assert "Auto: Missing Takeoff Cmd" in g.seen_texts
     assert _upload(g, [(16, hlat, hlon, 0), (22, 0, 0, 10), (16, wlat, hlon, 10), (21, 0, 0, 0)]).type == 0
     g.m.mav.mission_request_list_send(1, 1, 0)
@@ -335,8 +333,7 @@ def test_auto_mission(procs, tmp_path, instances):
     g.m.mav.mission_request_int_send(1, 1, 2, 0)
     item = g.recv("MISSION_ITEM_INT", 5)
     assert item.seq == 2 and item.command == 16 and abs(item.x / 1e7 - wlat) < 1e-6 and item.z == 10
-    g.m.set_mode(MODES["AUTO"])
-    assert g.recv("COMMAND_ACK", 5, lambda a: a.command == 176).result == ACCEPTED
+    assert set_mode(g, "AUTO") == ACCEPTED
     assert g.recv("MISSION_ITEM_REACHED", 30, lambda m: m.seq == 1), "takeoff done"
     assert g.recv("MISSION_ITEM_REACHED", 30, lambda m: m.seq == 2), "waypoint reached"
     wait_for(lambda: not (g.recv("HEARTBEAT", 5).base_mode & 128), timeout=60, what="landed and disarmed")
