@@ -16,7 +16,6 @@ from .instances import ports
 from .leases import Lease, LeasePool
 from .ports import busy_ports, name_holders, read_sockets
 from .process import SitlManager, SitlProcess, discover, kill_instance, reap_orphans
-from .process.managed import ManagedSitl
 
 log = logging.getLogger("sitlpool.sessions")
 MAX_BLOCK_S = 55.0  # no tool may block longer than 60 s
@@ -319,6 +318,3 @@ class Sessions:
         else:  # pragma: no cover
             raise SessionError(f"unknown action {action}")
         return {"ok": True, "action": action, "snapshot": self.snapshot(session_id)}
-
-    def is_managed(self, session_id: str) -> bool:
-        return isinstance(self.get(session_id).handle, ManagedSitl)

@@ -114,8 +114,6 @@ class VehicleLink:
         self._stop = threading.Event()
         self._params: dict[str, float] = {}
         self._acks: deque = deque(maxlen=20)
-        self._seen = 0  # messages counted, for waiters
-        self._listeners: list = []
         self._thread = threading.Thread(target=self._run, name=f"mavlink {self.name}", daemon=True)
 
     # ---- life ---------------------------------------------------------------------
@@ -236,7 +234,6 @@ class VehicleLink:
         t = m.get_type()
         v = self.vehicle
         with self._cond:
-            self._seen += 1
             if t == "HEARTBEAT":
                 if m.type == A.MAV_TYPE_GCS or m.autopilot == A.MAV_AUTOPILOT_INVALID:
                     return
@@ -281,8 +278,6 @@ class VehicleLink:
             elif t == "COMMAND_ACK":
                 self._acks.append((m.command, m.result, time.monotonic()))
             self._cond.notify_all()
-        for cb in list(self._listeners):
-            cb(m)
 
     def _request_streams(self) -> None:
         try:
@@ -307,9 +302,6 @@ class VehicleLink:
 
     def texts_since(self, t0: float) -> list[str]:
         return [t for when, _, t in list(self.vehicle.texts) if when >= t0]
-
-    def on_message(self, callback) -> None:
-        self._listeners.append(callback)
 
     # ---- commands -------------------------------------------------------------------
 

@@ -65,7 +65,6 @@ class SitlProcess(abc.ABC):
         self._status: Status | None = None
         self._dead = threading.Event()
         self._quitting = threading.Event()
-        self._reported = False
         self.link = None  # the VehicleLink once running
 
     # ---- identity -------------------------------------------------------------------
@@ -217,8 +216,6 @@ class ProcessManager:
             for h in dead:
                 if self.processes.get(h.name) is h:
                     del self.processes[h.name]
-        for h in dead:
-            h._reported = True
         return {h: h.status for h in dead}
 
     def close_all(self, wait: bool = True) -> None:

@@ -227,7 +227,6 @@ class ManagedSitl(SitlProcess):
         self.popen: subprocess.Popen | None = None
         self.cwd: Path | None = None
         self.argv: list[str] = []
-        self._kill_requested = False
         self._thread_error: BaseException | None = None
         self._waiter: threading.Thread | None = None
 
@@ -316,7 +315,7 @@ class ManagedSitl(SitlProcess):
             procinfo.signal_group(pid, signal.SIGKILL)  # anything it left in its group
             _, ws = os.waitpid(pid, 0)
             self.popen.returncode = os.waitstatus_to_exitcode(ws)
-            status = Status.from_wait_status(ws, self._kill_requested)
+            status = Status.from_wait_status(ws, self.quitting)
         except BaseException as e:  # pragma: no cover - keep the reason for verify_threads_state
             self._thread_error = e
             status = Status.lost(f"waiter thread failed: {e!r}")
@@ -361,7 +360,6 @@ class ManagedSitl(SitlProcess):
             self._finish(Status.detached("never spawned"))
             return
         if not self.dead:
-            self._kill_requested = True
             self._quitting.set()
             if self.link is not None:
                 self.link.close()  # we stop it on purpose: no "vehicle closed" warning
