@@ -223,6 +223,10 @@ class Client:
     remote_port: int
     pid: int | None
 
+    def describe(self) -> str:
+        """``pid 1811 (mavproxy.py)``, or the peer address when its process is not visible."""
+        return f"pid {self.pid} ({proc_name(self.pid)})" if self.pid else f"{self.remote_addr}:{self.remote_port}"
+
 
 def clients(port: int, socks: list[Sock] | None = None, name_pids: bool = True) -> list[Client]:
     """Who is connected to the local TCP ``port`` (the server side of each connection)."""

@@ -19,7 +19,7 @@ from ..errors import KillRefused, LeaseError, ProcessError
 from ..instances import Ports, unusable
 from ..instances import ports as _ports_of
 from ..leases import Lease, LeasePool
-from ..ports import SITL_NAMES, busy_ports, name_holders, probe
+from ..ports import SITL_NAMES, busy_ports, name_holders, probe, proc_name
 from .base import ProcessManager, SitlProcess, Status
 
 log = logging.getLogger("sitlpool.managed")
@@ -63,8 +63,6 @@ def is_sitl_process(pid: int) -> bool:
     """A known ArduPilot SITL binary or our simulator (by process name or command line)."""
     if procinfo.state(pid) is None:
         return False
-    from ..ports import proc_name
-
     if proc_name(pid) in SITL_NAMES:
         return True
     argv = procinfo.cmdline(pid)

@@ -21,7 +21,7 @@ from ..errors import NotRunning, ResolveError
 from ..instances import MAX_INSTANCE, SERIAL0_BASE, SERIAL_NAMES, Ports, ports
 from ..leases import LeasePool
 from ..mavlink.endpoints import parse_endpoint
-from ..ports import TCP_ESTABLISHED, TCP_LISTEN, bound, busy_ports, clients, name_holders, proc_name, read_sockets
+from ..ports import TCP_ESTABLISHED, TCP_LISTEN, bound, busy_ports, clients, name_holders, read_sockets
 from .base import ProcessManager, SitlProcess, Status
 from .managed import ManagedManager, is_sitl_process
 
@@ -39,6 +39,13 @@ class Resolved:
     pid: int | None = None
     start_ticks: int | None = None
     executable: str | None = None
+
+    @classmethod
+    def of(cls, endpoint: str, pid: int | None) -> "Resolved":
+        """The endpoint and, when its local process is known, that process's start time and executable."""
+        if pid is None:
+            return cls(endpoint)
+        return cls(endpoint, pid, procinfo.start_ticks(pid), procinfo.exe(pid))
 
 
 def _instance_of_port(port: int) -> int | None:
@@ -84,32 +91,26 @@ class NameService:
                 continue
             cl = clients(port, socks)
             if not cl:
-                res = Resolved(f"tcp:127.0.0.1:{port}", pid)
-                if pid:
-                    res.start_ticks = procinfo.start_ticks(pid)
-                    res.executable = procinfo.exe(pid)
-                return res, ""
-            who = ", ".join(f"pid {c.pid} ({proc_name(c.pid)})" if c.pid else f"{c.remote_addr}:{c.remote_port}" for c in cl)
+                return Resolved.of(f"tcp:127.0.0.1:{port}", pid), ""
+            who = ", ".join(c.describe() for c in cl)
             taken.append(f"{name} (tcp:{port}) is used by {who}")
         return None, (f"instance {n} has no free serial port to attach to (SITL serves one client per port): "
                       + "; ".join(taken) + (". Ask for serial='serial0' only if you own that SITL" if not serial else ""))
 
     def resolve_endpoint(self, endpoint: str) -> tuple[Resolved | None, str]:
         proto, host, port = parse_endpoint(endpoint)
-        res = Resolved(f"{proto}:{host}:{port}")
+        pid = None
         if proto == "tcp" and host in LOOPBACK:
             socks = read_sockets(("tcp",), tcp_states=(1 << TCP_LISTEN) | (1 << TCP_ESTABLISHED))
             if not any(s.local_port == port and s.state == TCP_LISTEN for s in socks):
                 return None, f"nothing listens on {endpoint} yet"
             cl = clients(port, socks)
             if cl:
-                who = ", ".join(f"pid {c.pid} ({proc_name(c.pid)})" if c.pid else f"{c.remote_addr}:{c.remote_port}" for c in cl)
+                who = ", ".join(c.describe() for c in cl)
                 return None, f"{endpoint} already serves a client ({who}); SITL serves one client per port: pick another"
             owners = name_holders(bound({("tcp", port)}))
-            holder = owners[0].holder if owners else None
-            if holder and holder.pid:
-                res.pid, res.start_ticks, res.executable = holder.pid, procinfo.start_ticks(holder.pid), procinfo.exe(holder.pid)
-        return res, ""
+            pid = owners[0].holder.pid if owners else None
+        return Resolved.of(f"{proto}:{host}:{port}", pid), ""
 
 
 class UnmanagedSitl(SitlProcess):
@@ -349,7 +350,7 @@ def discover(settings=None, pool: LeasePool | None = None) -> list[DiscoveredSit
         if n is None or port != ports(n).serial0 or n in held:
             continue
         p = ports(n)
-        busy = name_holders([b for b in busy_ports(p, [x for x in socks if x.state == TCP_LISTEN]) if b.port == p.serial0])
+        busy = name_holders(bound({("tcp", p.serial0)}, socks))
         holder = busy[0].holder if busy else None
         pid = holder.pid if holder else None
         if pid is None or not is_sitl_process(pid):
@@ -360,8 +361,7 @@ def discover(settings=None, pool: LeasePool | None = None) -> list[DiscoveredSit
             if sp not in listening:
                 continue
             d.ports.append(f"{name}=tcp:{sp}")
-            d.clients[name] = [f"pid {c.pid} ({proc_name(c.pid)})" if c.pid else f"{c.remote_addr}:{c.remote_port}"
-                               for c in clients(sp, socks)]
+            d.clients[name] = [c.describe() for c in clients(sp, socks)]
             if name != "serial0" and not d.clients[name] and d.free_to_attach is None:
                 d.free_to_attach = name
         out.append(d)
