@@ -41,7 +41,9 @@ def build(sessions: Sessions) -> MCPServer:
         try:
             return await anyio.to_thread.run_sync(after_start, fn, a, kw)
         except (SitlpoolError, ValueError, KeyError) as e:
-            raise ToolError(str(e).strip("'\"")) from None
+            # a bare KeyError's str() is the repr of its message; our errors' str() is the message
+            msg = e.args[0] if type(e) is KeyError and e.args else str(e)
+            raise ToolError(str(msg)) from None
 
     @mcp.tool(annotations=RO)
     async def server_info() -> dict:
