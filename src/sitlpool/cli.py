@@ -246,16 +246,7 @@ def cmd_demo(a) -> int:
         if not link.wait(lambda v: v.home is not None or (v.gps_fix or 0) >= 3, 90):
             raise SitlpoolError("the vehicle never got a position estimate; see its STATUSTEXTs with sitlpool attach")
         link.set_mode("GUIDED")
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                link.arm()
-                break
-            except SitlpoolError as e:
-                if time.monotonic() > deadline:
-                    raise
-                say(f"not armable yet ({e}); retrying")
-                time.sleep(1)
+        link.arm_when_ready(60, retry_every=1.0, on_refused=lambda e: say(f"not armable yet ({e}); retrying"))
         say("armed; taking off to 10 m")
         link.takeoff(10)
         last = -1.0

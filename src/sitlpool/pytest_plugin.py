@@ -11,7 +11,6 @@ killed worker's leases die with it, and its SITLs exit with their parent.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -108,15 +107,7 @@ class Sitl:
         self.wait_ready_to_arm(timeout)
         link = self.handle.link
         link.set_mode("GUIDED")
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                link.arm()
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        link.arm_when_ready(timeout, retry_every=0.2)
         link.takeoff(altitude_m)
         self.wait_altitude(altitude_m - 0.5, timeout)
 

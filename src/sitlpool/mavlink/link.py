@@ -342,6 +342,23 @@ class VehicleLink:
     def arm(self, force: bool = False) -> None:
         self.command(A.MAV_CMD_COMPONENT_ARM_DISARM, 1, FORCE_MAGIC if force else 0, what="arm")
 
+    def arm_when_ready(self, timeout: float = 60, retry_every: float = 0.5, on_refused=None) -> None:
+        """Arm, retrying while the vehicle refuses (real SITL's pre-arm checks pass ~24 s
+        after start); ``on_refused(error)`` hears each refusal. Read-only links fail at once."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.arm()
+                return
+            except ReadOnlyLink:
+                raise
+            except MavlinkError as e:
+                if time.monotonic() > deadline:
+                    raise
+                if on_refused is not None:
+                    on_refused(e)
+                time.sleep(retry_every)
+
     def disarm(self, force: bool = False) -> None:
         self.command(A.MAV_CMD_COMPONENT_ARM_DISARM, 0, FORCE_MAGIC if force else 0, what="disarm")
 
