@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -135,8 +136,7 @@ class Copter:
                 self.text(A.MAV_SEVERITY_CRITICAL, f"PreArm: {why}")
         self.hold_position_after_velocity()
         self._fly(dt)
-        current_a = 0.3 + (15.0 if self.flying else (2.0 if self.armed else 0.0))
-        self.consumed_mah += current_a * dt / 3.6
+        self.consumed_mah += self.current() * dt / 3.6
 
     def _speeds(self) -> tuple[float, float, float]:
         return (self.p.get("WPNAV_SPEED", 1000) / 100, self.p.get("WPNAV_SPEED_UP", 250) / 100,
@@ -456,8 +456,6 @@ class Copter:
                 0, 0, 0, 32767, [int(self.voltage() * 1000)] + [65535] * 9, int(self.current() * 100),
                 int(self.consumed_mah), -1, self.battery_remaining())
         if name == "SYSTEM_TIME":
-            import time
-
             return mavlink.MAVLink_system_time_message(int(time.time() * 1e6), ms)
         if name == "SIMSTATE":
             return mavlink.MAVLink_simstate_message(0, 0, math.radians(self.heading), 0, 0, -9.81, 0, 0, 0,

@@ -7,6 +7,7 @@ import os
 import selectors
 import signal
 import socket
+import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -263,8 +264,6 @@ class Simulator:
             while True:
                 data = self.rc_sock.recv(1024)
                 if len(data) >= 6:
-                    import struct
-
                     vals = struct.unpack(f"<{len(data) // 2}H", data[: len(data) // 2 * 2])
                     self.copter.rc_override(vals[2])
         except (BlockingIOError, OSError):
