@@ -22,23 +22,102 @@ pytest_plugins = ["pytester"]
 # serial ports meet another's physics ports (those are 324 instances apart)
 FIRST, WIDTH = 1000, 300
 BLOCK = 6
-_counter = itertools.count()
+# Blocks are handed out through flock leases of their own (one lock file per block in a
+# per-user temp dir), so any number of xdist workers and of whole suites running at the
+# same time on this machine never share an instance; the kernel drops a block's lease
+# when its test process dies.
+BLOCK_LOCK_DIR = Path(os.environ.get("SITLPOOL_TEST_BLOCK_DIR", f"/tmp/sitlpool-test-blocks-{os.getuid()}"))
+_held_blocks: dict[int, int] = {}  # block start -> fd, held by this process until released
+_block_cursor = itertools.count(os.getpid() % (WIDTH // BLOCK))
 
 
-def _worker_range(worker: str) -> range:
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    idx = int(worker[2:]) if worker.startswith("gw") else 0
-    size = WIDTH // max(1, count)
-    return range(FIRST + idx * size, FIRST + (idx + 1) * size)
+def reserve_blocks(count: int = 1, wait: float = 120.0) -> list[int]:
+    """``count`` adjacent blocks of BLOCK instances that no other test on this machine holds
+    (blocking up to ``wait`` s); released with ``release_blocks``."""
+    import fcntl
+
+    BLOCK_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+    nblocks = WIDTH // BLOCK
+    deadline = time.monotonic() + wait
+    while True:
+        for _ in range(nblocks):
+            first = next(_block_cursor) % nblocks
+            if first + count > nblocks:
+                continue
+            fds = []
+            for b in range(first, first + count):
+                fd = os.open(BLOCK_LOCK_DIR / f"block-{FIRST + b * BLOCK}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    break
+                fds.append(fd)
+            if len(fds) == count:
+                start = FIRST + first * BLOCK
+                for i, fd in enumerate(fds):
+                    _held_blocks[start + i * BLOCK] = fd
+                return list(range(start, start + count * BLOCK))
+            for fd in fds:
+                os.close(fd)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no free block of {count * BLOCK} test instances in {BLOCK_LOCK_DIR} after {wait:g}s")
+        time.sleep(0.2)
+
+
+def release_blocks(instances: list[int]) -> None:
+    for start in range(instances[0], instances[-1] + 1, BLOCK):
+        fd = _held_blocks.pop(start, None)
+        if fd is not None:
+            os.close(fd)
 
 
 @pytest.fixture
-def instances(worker_id) -> list[int]:
-    """A block of instance numbers that only this test uses."""
-    r = _worker_range(worker_id)
-    blocks = len(r) // BLOCK
-    start = r.start + (next(_counter) % blocks) * BLOCK
-    return list(range(start, start + BLOCK))
+def instances() -> list[int]:
+    """A block of instance numbers that no other test on this machine uses meanwhile."""
+    got = reserve_blocks(1)
+    yield got
+    release_blocks(got)
+
+
+# ---- real ArduPilot SITL -------------------------------------------------------------------
+# A real ArduCopter binary comes from --sitl-binary (the plugin's option) or
+# SITLPOOL_TEST_SITL_BINARY; ArduPlane is the `arduplane` beside it. Without one, the
+# real-SITL cases skip with a one-line reason (an outside user has no ../shared).
+
+
+def _real_binary(config, name: str) -> Path | None:
+    given = config.getoption("sitl_binary", default=None) or os.environ.get("SITLPOOL_TEST_SITL_BINARY")
+    if not given:
+        return None
+    p = Path(given).resolve()
+    p = p if p.name == name else p.parent / name
+    return p if p.is_file() and os.access(p, os.X_OK) else None
+
+
+@pytest.fixture
+def real_copter(pytestconfig) -> Path:
+    p = _real_binary(pytestconfig, "arducopter")
+    if p is None:
+        pytest.skip("real ArduCopter not given (--sitl-binary PATH or SITLPOOL_TEST_SITL_BINARY)")
+    return p
+
+
+@pytest.fixture
+def real_plane(pytestconfig) -> Path:
+    p = _real_binary(pytestconfig, "arduplane")
+    if p is None:
+        pytest.skip("real ArduPlane not given (arduplane beside --sitl-binary / SITLPOOL_TEST_SITL_BINARY)")
+    return p
+
+
+@pytest.fixture(params=["builtin", "arducopter"])
+def vehicle_binary(request) -> Path | None:
+    """Runs a test twice: on the built-in vehicle (None) and on real ArduCopter (skipped
+    when none is given). Set SITLPOOL_SITL_BINARY from it for sitlpool subprocesses."""
+    if request.param == "builtin":
+        return None
+    return request.getfixturevalue("real_copter")
 
 
 def processes_under(root: Path) -> list[int]:
