@@ -26,6 +26,65 @@ def child(code: str, *args) -> subprocess.Popen:
     return p
 
 
+TEN_K_SOCKETS = """
+    import resource, socket, sys
+    resource.setrlimit(resource.RLIMIT_NOFILE, (12000, 12000))
+    keep = []
+    for i in range(5000):   # ports the kernel picks (32768 and up): none is an instance's
+        t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen(); keep.append(t)
+        u = socket.socket(socket.AF_INET6 if i % 2 else socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind(("::1" if i % 2 else "127.0.0.1", 0)); keep.append(u)
+    print("ready", flush=True); sys.stdin.read()
+    """
+
+
+def interleaved(fns: dict, n: int) -> dict:
+    """Each function timed ``n`` times, taking turns, so a load change on the machine
+    moves every figure alike."""
+    out = {k: [] for k in fns}
+    for _ in range(n):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            out[k].append(time.perf_counter() - t)
+    return out
+
+
+def probe_figures(lock_dir, pool20, case: str) -> None:
+    import socket
+
+    from sitlpool.ports import bound, read_sockets
+
+    plain = LeasePool(lock_dir, pool20, check=False)
+    probed = LeasePool(lock_dir, pool20)
+    p = ports(BASE)
+
+    def bind_test():  # what the peer (mcardupilot) does: bind two of the ports, then let go
+        for kind, port in ((socket.SOCK_STREAM, p.serial0), (socket.SOCK_DGRAM, p.rc_in)):
+            s = socket.socket(socket.AF_INET, kind)
+            s.bind(("0.0.0.0", port))
+            s.close()
+
+    def peer_style():
+        lease = plain.acquire("b", instance=BASE)
+        bind_test()
+        lease.release()
+
+    want = {("tcp", x) for x in p.tcp} | {("udp", x) for x in p.udp}
+    r = interleaved({
+        "plain": lambda: plain.acquire("b", instance=BASE).release(),
+        "probed": lambda: probed.acquire("b", instance=BASE).release(),
+        "peer": peer_style,
+        "probe": lambda: probe(p),
+    }, 3000)
+    old = timeit(lambda: bound(want, read_sockets()), 100)
+    report(f"acquire+release, no probe{case}", stats(r["plain"]))
+    report(f"acquire+release, probe of all 6 ports{case}", stats(r["probed"]), "≤ the peer-style figure")
+    report(f"  peer-style: acquire + bind test of 2 ports{case}", stats(r["peer"]))
+    report(f"  the probe alone (12 kernel lookups, no bind){case}", stats(r["probe"]))
+    report(f"  before: 4 full socket-table dumps{case}", stats(old))
+
+
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="sitlpool-bench-"))
     lock_dir = tmp / "leases"
@@ -37,8 +96,11 @@ def main() -> None:
 
     acq_rel()
     report("acquire+release (no port probe)", stats(timeit(acq_rel, 20000)), "≤ 25 µs")
-    probed = LeasePool(lock_dir, pool20)
-    report("acquire+release with the port probe", stats(timeit(lambda: probed.acquire("b", instance=BASE).release(), 2000)))
+    probe_figures(lock_dir, pool20, "")
+    many = child(TEN_K_SOCKETS)
+    probe_figures(lock_dir, pool20, " (10k unrelated sockets open)")
+    many.kill()
+    many.wait()
 
     holder = child(
         """

@@ -4,7 +4,6 @@ process a test starts is killed by pid or process group when it ends."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import subprocess
@@ -28,25 +27,33 @@ BLOCK = 6
 # when its test process dies.
 BLOCK_LOCK_DIR = Path(os.environ.get("SITLPOOL_TEST_BLOCK_DIR", f"/tmp/sitlpool-test-blocks-{os.getuid()}"))
 _held_blocks: dict[int, int] = {}  # block start -> fd, held by this process until released
-_block_cursor = itertools.count(os.getpid() % (WIDTH // BLOCK))
+# Real ArduPilot SITL keeps -I in a uint8 (`-I 1174` binds instance 150's ports), so
+# tests that run a real binary take their instances from blocks below 256: 200-253
+# (ports 7760-8293, 7501-8031, 11002-11532), away from the default pool 40-59.
+REAL_FIRST, REAL_WIDTH = 200, 54
 
 
-def reserve_blocks(count: int = 1, wait: float = 120.0) -> list[int]:
+def reserve_blocks(count: int = 1, wait: float = 120.0, real: bool = False) -> list[int]:
     """``count`` adjacent blocks of BLOCK instances that no other test on this machine holds
-    (blocking up to ``wait`` s); released with ``release_blocks``."""
+    (blocking up to ``wait`` s); ``real``: below 256, for real ArduPilot SITL. Released
+    with ``release_blocks``."""
     import fcntl
+    import random
 
     BLOCK_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
-    nblocks = WIDTH // BLOCK
+    first_inst, width, prefix = (REAL_FIRST, REAL_WIDTH, "real-block") if real else (FIRST, WIDTH, "block")
+    nblocks = width // BLOCK
     deadline = time.monotonic() + wait
     while True:
-        for _ in range(nblocks):
-            first = next(_block_cursor) % nblocks
+        offset = random.randrange(nblocks)
+        for i in range(nblocks):
+            first = (offset + i) % nblocks
             if first + count > nblocks:
                 continue
             fds = []
             for b in range(first, first + count):
-                fd = os.open(BLOCK_LOCK_DIR / f"block-{FIRST + b * BLOCK}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fd = os.open(BLOCK_LOCK_DIR / f"{prefix}-{first_inst + b * BLOCK}.lock",
+                             os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -54,7 +61,7 @@ def reserve_blocks(count: int = 1, wait: float = 120.0) -> list[int]:
                     break
                 fds.append(fd)
             if len(fds) == count:
-                start = FIRST + first * BLOCK
+                start = first_inst + first * BLOCK
                 for i, fd in enumerate(fds):
                     _held_blocks[start + i * BLOCK] = fd
                 return list(range(start, start + count * BLOCK))
@@ -72,10 +79,21 @@ def release_blocks(instances: list[int]) -> None:
             os.close(fd)
 
 
+REAL_FIXTURES = {"real_copter", "real_plane"}
+
+
+def _wants_real(request) -> bool:
+    if REAL_FIXTURES & set(request.fixturenames):
+        return True
+    callspec = getattr(request.node, "callspec", None)
+    return bool(callspec and callspec.params.get("vehicle_binary") == "arducopter")
+
+
 @pytest.fixture
-def instances() -> list[int]:
-    """A block of instance numbers that no other test on this machine uses meanwhile."""
-    got = reserve_blocks(1)
+def instances(request) -> list[int]:
+    """A block of instance numbers that no other test on this machine uses meanwhile
+    (below 256 when the test runs real SITL)."""
+    got = reserve_blocks(1, real=_wants_real(request))
     yield got
     release_blocks(got)
 

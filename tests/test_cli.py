@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 
 from conftest import Gcs, hold_lease, listening, start_sim, wait_for
 from sitlpool import procinfo
@@ -15,6 +16,23 @@ from sitlpool.instances import ports
 from sitlpool.leases import LeasePool
 
 BIN = Path(sys.executable).parent
+CHECKOUT = Path(__file__).resolve().parents[1]
+#: what a vehicle writes into its cwd: never into the checkout
+VEHICLE_FILES = ("eeprom.bin", "logs", "terrain")
+
+
+def _vehicle_files_in_checkout() -> dict[str, float]:
+    return {n: (CHECKOUT / n).stat().st_mtime for n in VEHICLE_FILES if (CHECKOUT / n).exists()}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def checkout_stays_clean():
+    """Nothing these tests run (the demo, `sitlpool run`, ./dev) writes into the checkout."""
+    before = _vehicle_files_in_checkout()
+    yield
+    after = _vehicle_files_in_checkout()
+    new = sorted(n for n, t in after.items() if before.get(n) != t)
+    assert not new, f"written into the checkout {CHECKOUT}: {new}"
 
 
 def sitlpool(*args, env, timeout=120, **kw):
@@ -37,14 +55,23 @@ def test_status_text_and_json(env, procs, lock_dir, instances, tmp_path):
     assert held[instances[5] + 50]["owner"] == "mcardupilot session ffffff (theirs)" and not held[instances[5] + 50]["in_pool"]
     foreign = {d["instance"]: d for d in doc["running_without_lease"]}
     assert foreign[n]["pid"] == sim.pid and foreign[n]["free_to_attach"] == "serial1"
-    assert doc["free_count"] == 5 and doc["free"] == instances[1:]
+    # instance n is not leased but its ports are taken: never "free" (issue 12 item 13)
+    assert doc["free_count"] == 4 and doc["free"] == [i for i in instances[1:] if i != n]
+    [taken] = doc["ports_taken"]
+    assert taken["instance"] == n and any(f"pid {sim.pid}" in b for b in taken["ports"])
+    assert foreign[n]["executable"].startswith("/")  # the full path in JSON
     assert held[instances[0]]["sitl"] is None  # no pid file: nothing launched through sitlpool
     r = sitlpool("status", env=dict(env, COLUMNS="200"))
     assert r.returncode == 0
     assert "sitlpool session abc123 (mine)" in r.stdout and str(inside.pid) in r.stdout
     assert "mcardupilot session ffffff (theirs)" in r.stdout
     assert "SITLs running without a lease" in r.stdout and str(sim.pid) in r.stdout
-    assert "5 free in the pool" in r.stdout
+    assert "4 free in the pool" in r.stdout and f"ports taken: {n}" in r.stdout
+    r = sitlpool("status", "--all", env=dict(env, COLUMNS="200"))
+    assert f"ports taken: {n} (" in r.stdout and f"pid {sim.pid}" in r.stdout
+    # the table names the program (python -m sitlpool.sim), not the first characters of a path
+    assert any(str(sim.pid) in line and "sitlpool.sim" in line for line in r.stdout.splitlines()), r.stdout
+    assert sys.executable[:15] not in r.stdout
 
 
 def test_bad_setting_is_one_line(env):
@@ -102,9 +129,11 @@ def test_run_holds_lease_and_forwards_sigterm(env, instances, tmp_path, procs):
     assert r.returncode == 0
 
 
-def test_run_makes_the_builtin_vehicle_lease_aware(env, instances, procs):
+def test_run_makes_the_builtin_vehicle_lease_aware(env, instances, procs, tmp_path):
+    # the vehicle writes eeprom.bin and logs/ into its cwd: a temp dir, never the checkout
     p = procs.popen([sys.executable, "-m", "sitlpool", "run", "--", str(BIN / "sitlpool-sim"), "-I", "{instance}",
-                     "--model", "quad", "--speedup", "5"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                     "--model", "quad", "--speedup", "5"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE)
     n = instances[0]
     g = Gcs(ports(n).serial0)
     assert g.heartbeat()
@@ -185,13 +214,142 @@ def test_demo_ctrl_c_leaves_nothing(env, instances, data_dir, procs):
     _nothing_left(env, instances, data_dir)
 
 
+def _sleeping(pid: int) -> bool:
+    """Whether the main thread of ``pid`` is in ``time.sleep`` (clock_nanosleep) right now."""
+    import platform
+
+    if platform.machine() != "x86_64":
+        time.sleep(5)
+        return True
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            return f.read().split()[0] == "230"  # x86_64 clock_nanosleep
+    except (OSError, IndexError):
+        return False
+
+
 def test_status_watch_and_sim_subcommand(env, procs, lock_dir, instances):
     hold_lease(procs, lock_dir, instances[0], "watched holder")
     w = procs.popen([sys.executable, "-m", "sitlpool", "status", "--watch"], env=dict(env, COLUMNS="200", TERM="xterm"),
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)
+    # Ctrl-C only once it is refreshing (sleeping between two tables): on a loaded machine
+    # its start alone can take seconds, and a Ctrl-C before the first table shows nothing
+    wait_for(lambda: _sleeping(w.pid), 60, what="status --watch to draw its first table")
     w.send_signal(signal.SIGINT)
     out, _ = w.communicate(10)
     assert w.returncode == 0 and "watched holder" in out
     r = sitlpool("sim", "-I", "3", env=env)
     assert r.returncode == 1 and "You must specify a vehicle model." in r.stdout
+
+
+# ---- issue 12 item 10: bad arguments are one line and exit 1 or 2, never a traceback ---------
+
+
+def _one_line_error(r, code: int, *words):
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == code, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and len(lines) == 1, r.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+BAD_ARGS = [
+    (("attach", "garbage"), 2, "'garbage'", "tcp:HOST:PORT"),
+    (("attach", "tcp:127.0.0.1:99999"), 2, "99999"),
+    (("attach", "--", "-5"), 2, "instance -5 is negative"),
+    (("attach", "١٠٠"), 2, "'١٠٠'"),
+    (("attach", "99999"), 2, "past 65535"),
+    (("serve", "--http", "99999"), 2, "99999", "1 to 65535"),
+    (("serve", "--http", "-1"), 2, "-1", "1 to 65535"),
+    (("serve", "--http", "x"), 2, "'x'"),
+    (("run", "--owner", "   ", "--", "true"), 1, "needs an owner"),
+    (("run", "--instance", "١٠٠", "--", "true"), 2, "'١٠٠'"),
+    (("run", "--instance", "100_101", "--", "true"), 2, "'100_101'"),
+    (("run", "--instance", "-3", "--", "true"), 2, "negative"),
+    (("run", "--wait", "nan", "--", "true"), 2, "nan"),
+    (("run", "--wait", "-1", "--", "true"), 2, "-1"),
+    (("kill", "--", "-5"), 2, "negative"),
+    (("kill", "١٠٠"), 2, "'١٠٠'"),
+    (("attach", "3", "--timeout", "-1"), 2, "-1"),
+    (("demo", "--speedup", "0"), 2, "speedup"),
+    (("demo", "--speedup", "inf"), 2, "speedup"),
+    (("demo", "--hold", "nan"), 2, "hold"),
+    (("status", "--bogus"), 2, "--bogus"),
+    (("bogus",), 2, "bogus"),
+    ((), 2, "command"),
+]
+
+
+def test_bad_arguments_are_one_line_errors(env):
+    for args, code, *words in BAD_ARGS:
+        # the installed console script, as a person types it
+        r = subprocess.run([str(BIN / "sitlpool"), *args], env=env, capture_output=True, text=True, timeout=60)
+        _one_line_error(r, code, *words)
+
+
+# ---- ./dev runs the venv's programs with the venv's bin on PATH, in the caller's cwd -------------
+
+
+def test_dev_runs_venv_programs_that_call_venv_programs(env, instances, procs, tmp_path):
+    # the README's example: `sitlpool run` itself starts `sitlpool-sim`, found on PATH
+    clean_path = "/usr/local/bin:/usr/bin:/bin"
+    p = procs.popen([str(CHECKOUT / "dev"), "sitlpool", "run", "--", "sitlpool-sim", "-I", "{instance}", "--model", "quad",
+                     "--speedup", "5"], env=dict(env, PATH=clean_path), cwd=tmp_path, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE, text=True)
+    n = instances[0]
+    wait_for(lambda: listening(ports(n).serial0) or p.poll() is not None, 30, what="the vehicle to listen")
+    assert p.poll() is None, p.stderr.read()
+    g = Gcs(ports(n).serial0)
+    assert g.heartbeat()
+    g.close()
+    assert (tmp_path / "eeprom.bin").exists(), "the vehicle runs in the caller's cwd, not in the checkout"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 0
+
+
+# ---- issue 11 §2: `sitlpool run` and the demo on real ArduCopter ------------------------------------
+
+
+def _copter_defaults(binary: Path) -> Path:
+    return binary.parents[3] / "Tools" / "autotest" / "default_params" / "copter.parm"
+
+
+def test_run_real_arducopter_under_a_lease(real_copter, env, instances, procs, tmp_path):
+    # run from the checkout, the vehicle in a temp dir (--cwd): nothing may land in the checkout
+    p = procs.popen([sys.executable, "-m", "sitlpool", "run", "--owner", "real copter run", "--cwd", tmp_path, "--",
+                     str(real_copter), "-I", "{instance}", "--model", "+", "--speedup", "5", "--defaults",
+                     str(_copter_defaults(real_copter))],
+                    env=env, cwd=CHECKOUT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    n = instances[0]
+    g = Gcs(ports(n).serial0, timeout=30)
+    hb = g.heartbeat(30)
+    assert hb.autopilot == 3, "ArduPilot's own heartbeat"  # MAV_AUTOPILOT_ARDUPILOTMEGA
+    h = LeasePool.from_env().holder(n)
+    assert h.pid == p.pid and h.owner == "real copter run"
+    # its ports are seen as held by arducopter, and its files are in the cwd it was given
+    from sitlpool.ports import busy_ports, name_holders
+
+    wait_for(lambda: listening(ports(n).serial1), 30, what="SERIAL1 after the first client")
+    named = name_holders(busy_ports(ports(n)))
+    assert any(b.holder and b.holder.name == "arducopter" for b in named), [b.describe() for b in named]
+    wait_for(lambda: (tmp_path / "eeprom.bin").exists(), 10, what="eeprom.bin in the temp cwd")
+    # booted, not waiting: it answers a stream request (real ArduCopter streams nothing unasked)
+    g.m.mav.request_data_stream_send(g.m.target_system or 1, 1, 0, 4, 1)  # MAV_DATA_STREAM_ALL at 4 Hz
+    assert g.recv("SYS_STATUS", 30) is not None
+    g.close()
+    p.send_signal(signal.SIGTERM)
+    code = p.wait(20)
+    assert code in (0, 143), (code, p.stderr.read())  # forwarded; 143 if SIGTERM came before SITL's setup finished
+    assert LeasePool.from_env().holder(n) is None
+    assert not listening(ports(n).serial0)
+
+
+def test_demo_on_real_arducopter_leaves_nothing(real_copter, env, instances, data_dir):
+    r = sitlpool("demo", "--speedup", 5, "--hold", 2, env=dict(env, SITLPOOL_SITL_BINARY=str(real_copter)),
+                 cwd=CHECKOUT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for step in (f"launching {real_copter}", f"instance {instances[0]}", "armed; taking off to 10 m", "landed and disarmed",
+                 "demo complete"):
+        assert step in r.stdout, (step, r.stdout)
+    _nothing_left(env, instances, data_dir)

@@ -103,15 +103,19 @@ def test_early_exit_reports_code_and_stderr(manager, settings, instances):
     assert manager.processes == {}
 
 
-def test_ready_timeout_leaves_nothing(manager, settings, instances, tmp_path, monkeypatch):
-    # a "SITL" that listens but never speaks MAVLink
+def mute_sitl(tmp_path) -> Path:
+    """A "SITL" that listens on SERIAL0, accepts its client and never speaks MAVLink."""
     fake = tmp_path / "mute-sitl"
     fake.write_text(f"#!{sys.executable}\nimport socket, sys, time\n"
                     "n = int(sys.argv[sys.argv.index('-I') + 1]); s = socket.socket()\n"
                     "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
                     "s.bind(('0.0.0.0', 5760 + 10 * n)); s.listen(); c = s.accept(); time.sleep(3600)\n")
     fake.chmod(0o755)
-    settings.sitl_binary = fake
+    return fake
+
+
+def test_ready_timeout_leaves_nothing(manager, settings, instances, tmp_path, monkeypatch):
+    settings.sitl_binary = mute_sitl(tmp_path)
     with pytest.raises(ProcessError, match="no HEARTBEAT .* within 1s; it was killed and its lease released"):
         manager.start("mute", ready_timeout=1)
     assert LeasePool.from_settings(settings).holder(instances[0]) is None
@@ -175,22 +179,66 @@ LAUNCHER = """
 import sys, time
 from sitlpool.process import ManagedSitl
 h = ManagedSitl(None, "orphan-maker", speedup=5)
-h.spawn()   # not waited for: the SITL sits in accept(), the typical orphan
+h.spawn()   # not waited for: the SITL sits in accept(), where real SITL never checks its parent
 print(h.instance, h.pid, flush=True)
 time.sleep(3600)
 """
 
+# A launcher without a parent-death signal (an older sitlpool, or another tool writing our
+# pid files): its SITL, waiting for its first client, outlives it. The reaper's case.
+OLD_LAUNCHER = """
+import os, subprocess, sys, time
+from sitlpool import pidfiles, procinfo
+from sitlpool.config import load_settings
+from sitlpool.leases import LeasePool
+from sitlpool.process.managed import builtin_command
+s = load_settings()
+lease = LeasePool.from_settings(s).acquire("old launcher")
+n = lease.instance
+cwd = pidfiles.session_dir(s.data_dir, n); cwd.mkdir(parents=True, exist_ok=True)
+argv = (sys.argv[1:] or builtin_command()) + ["-I", str(n), "--model", "quad", "--speedup", "5"]
+p = subprocess.Popen(argv, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+pidfiles.write(s.data_dir, pidfiles.PidRecord(instance=n, pid=p.pid, pgid=p.pid, start_ticks=procinfo.start_ticks(p.pid),
+               binary=argv[0], argv=argv, owner="old launcher", holder_pid=os.getpid(), exe=procinfo.exe(p.pid)))
+print(n, p.pid, flush=True)
+time.sleep(3600)
+"""
 
-def test_orphan_of_a_killed_launcher_is_reaped(procs, env, settings):
-    launcher = procs.python(LAUNCHER, stdout=subprocess.PIPE, text=True, env=env)
+
+def launch_waiting_sitl(procs, script: str, env, *args) -> tuple[subprocess.Popen, int, int]:
+    """Run a launcher ``script`` until its SITL waits for its first client: the launcher, the
+    SITL's instance and pid."""
+    launcher = procs.python(script, *args, stdout=subprocess.PIPE, text=True, env=env)
     n, sitl_pid = map(int, launcher.stdout.readline().split())
     wait_for(lambda: probe(ports(n)), what="the SITL to wait for its first client")
-    os.kill(launcher.pid, signal.SIGKILL)
-    launcher.wait()
+    return launcher, n, sitl_pid
+
+
+def sigkill(p: subprocess.Popen) -> None:
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+
+
+def kill_launcher_of_a_waiting_sitl(procs, script: str, env, *args) -> tuple[int, int]:
+    """``launch_waiting_sitl``, then SIGKILL the launcher: the SITL's instance and pid."""
+    launcher, n, sitl_pid = launch_waiting_sitl(procs, script, env, *args)
+    sigkill(launcher)
+    return n, sitl_pid
+
+
+def test_sitl_dies_with_its_killed_launcher(procs, env, settings):
+    n, sitl_pid = kill_launcher_of_a_waiting_sitl(procs, LAUNCHER, env)
+    wait_for(lambda: not procinfo.is_alive(sitl_pid), what="the SITL to die with its launcher")
+    assert [(r.instance, r.action, r.pid) for r in reap_orphans(settings)] == [(n, "gone", sitl_pid)]
+    assert reap_orphans(settings) == []
+
+
+def test_orphan_of_a_killed_launcher_is_reaped(procs, env, settings):
+    n, sitl_pid = kill_launcher_of_a_waiting_sitl(procs, OLD_LAUNCHER, env)
     time.sleep(0.2)
     assert procinfo.is_alive(sitl_pid), "a SITL waiting for its first client outlives its launcher"
     reports = reap_orphans(settings)
-    assert [(r.instance, r.action, r.pid) for r in reports] == [(n, "terminated", sitl_pid)]
+    assert [(r.instance, r.action, r.pid, r.signalled) for r in reports] == [(n, "terminated", sitl_pid, [sitl_pid])]
     assert "orphan" in reports[0].reason
     wait_for(lambda: not procinfo.is_alive(sitl_pid), what="orphan gone")
     assert pidfiles.read(settings.data_dir, n) is None
@@ -223,11 +271,7 @@ def test_recycled_pid_is_left_alone(procs, settings, instances):
 
 def test_crashed_launcher_never_strands_the_instance(procs, env, settings, instances):
     """An acquire that finds the ports held by the SITL of its own pid file reaps it at once."""
-    launcher = procs.python(LAUNCHER, stdout=subprocess.PIPE, text=True, env=env)
-    n, sitl_pid = map(int, launcher.stdout.readline().split())
-    wait_for(lambda: probe(ports(n)), what="the orphan-to-be to listen")
-    os.kill(launcher.pid, signal.SIGKILL)
-    launcher.wait()
+    n, sitl_pid = kill_launcher_of_a_waiting_sitl(procs, OLD_LAUNCHER, env)
     m = ManagedManager(settings)
     try:
         h = m.start("next", instance=n, speedup=5)
@@ -257,7 +301,7 @@ def test_kill_instance(procs, settings, instances, tmp_path):
 
     import threading
 
-    orig = procinfo.terminate_group
+    orig = procinfo.terminate
 
     def slow_terminate(*a, **kw):
         t = threading.Thread(target=try_lease_during_kill)
@@ -265,14 +309,15 @@ def test_kill_instance(procs, settings, instances, tmp_path):
         t.join()
         return orig(*a, **kw)
 
-    procinfo.terminate_group = slow_terminate
+    procinfo.terminate = slow_terminate
     try:
         report = kill_instance(n, settings=settings)
     finally:
-        procinfo.terminate_group = orig
+        procinfo.terminate = orig
     assert seen_busy == [True]
     assert stray.wait(10) is not None
-    assert any(f"pid {stray.pid}" in k for k in report.killed), report
+    assert any(f"pid {stray.pid}" in k and "its group" in k for k in report.killed), report
+    assert report.signalled == [stray.pid]
     assert any(f"tcp:{ports(n).serial2}" in s for s in report.still_busy)
     assert any(f"pid {os.getpid()}" in s for s in report.left_alone)
     other.close()

@@ -63,7 +63,7 @@ def test_fixtures_fly_and_clean_up(suite, instances):
 def test_failure_report_shows_instance_texts_and_stderr(suite, instances):
     suite.makepyfile(test_fail="""
 def test_boom(sitl):
-    sitl.wait(lambda v: any("EKF3" in t for _, _, t in v.texts), 30)
+    sitl.wait(lambda v: any("is using GPS" in t for _, _, t in v.texts), 30)
     assert False, "deliberate"
 """)
     r = run(suite, "--sitl-speedup", "10", "--sitl-pool", str(instances[0]))

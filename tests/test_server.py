@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from contextlib import asynccontextmanager
 
 import anyio
@@ -55,18 +54,6 @@ async def server(env, errlog=None):
                 yield Client(session)
 
 
-async def until(call, tool, timeout=30, **args):
-    """Retry a tool the vehicle refuses until it is ready (GPS/EKF), as an agent would."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return await call(tool, **args)
-        except ToolFailed:
-            if time.monotonic() > deadline:
-                raise
-            await anyio.sleep(0.3)
-
-
 async def test_full_hop(env, instances, tmp_path):
     async with server(env) as call:
         info = await call("server_info")
@@ -77,8 +64,11 @@ async def test_full_hop(env, instances, tmp_path):
         assert s["connect"]["serial1"] == f"tcp:127.0.0.1:{ports(n).serial1}"
         h = LeasePool(env["SITLPOOL_DATA_DIR"] + "/leases", instances).holder(n)
         assert h.owner == f"sitlpool session {sid} (hop-test)"
-        await until(call, "set_mode", session_id=sid, mode="GUIDED")
-        await until(call, "arm", session_id=sid)
+        w = await call("wait_until", session_id=sid, condition="ready_to_arm", timeout_s=40)
+        assert w["result"] == "met" and w["snapshot"]["vehicle"]["ready_to_arm"] is True
+        assert w["snapshot"]["vehicle"]["not_ready_because"] == []
+        await call("set_mode", session_id=sid, mode="GUIDED")
+        await call("arm", session_id=sid)
         await call("takeoff", session_id=sid, altitude_m=10)
         w = await call("wait_until", session_id=sid, condition="altitude_above", value=9.5, timeout_s=30)
         assert w["result"] == "met" and w["snapshot"]["vehicle"]["relative_alt_m"] >= 9.5
@@ -209,7 +199,7 @@ async def test_bad_arguments_get_clear_errors(env, instances):
     async with server(env) as call:
         with pytest.raises(ToolFailed, match="unknown session 'nope'"):
             await call("snapshot", session_id="nope")
-        with pytest.raises(ToolFailed, match="(?s)exited with code 1 before it was ready.*Unknown vehicle model 'glider'"):
+        with pytest.raises(ToolFailed, match="built-in vehicle is a copter only .*model 'glider' is a plane"):
             await call("open_sitl", model="glider")
         assert (await call("list_instances"))["leased"] == [], "nothing leaked by the failed launch"
         s = await call("open_sitl", speedup=5)
@@ -226,8 +216,8 @@ async def test_bad_arguments_get_clear_errors(env, instances):
             await call("kill_instance", instance=0)
         with pytest.raises(ToolFailed, match="not leased through lease_instance"):
             await call("release_instance", instance=instances[0])
-        with pytest.raises(ToolFailed, match="refused by the vehicle"):
-            await call("takeoff", session_id=sid, altitude_m=10)  # not armed, not GUIDED: the vehicle says why
+        with pytest.raises(ToolFailed, match="takeoff needs the vehicle armed: arm first"):
+            await call("takeoff", session_id=sid, altitude_m=10)
         tools = {t.name: t for t in (await call.session.list_tools()).tools}
         assert tools["snapshot"].annotations.read_only_hint is True
         assert tools["kill_instance"].annotations.destructive_hint is True
@@ -258,3 +248,120 @@ async def test_http_on_loopback(env, procs, instances):
             assert info["pool"] == instances
     p.send_signal(signal.SIGTERM)
     assert p.wait(20) is not None
+
+
+# ---- issue 12: hostile arguments, another holder's vehicle, a long-lived server --------------
+
+
+async def test_values_that_would_crash_a_vehicle_are_refused(env, instances):
+    async with server(env) as call:
+        for home in ("1000,1000,0,0", "-35.36,149.16,nan,0", "1,2,3", "-35.36,149.16,584,1e308"):
+            with pytest.raises(ToolFailed, match="home"):
+                await call("open_sitl", home=home)
+        with pytest.raises(ToolFailed, match="home latitude 1000 degrees is out of range; use from -90 to 90"):
+            await call("open_sitl", home="1000,1000,0,0")
+        with pytest.raises(ToolFailed, match="built-in vehicle is a copter only.*plane.*SITLPOOL_SITL_BINARY"):
+            await call("open_sitl", model="plane")
+        with pytest.raises(ToolFailed, match="parameter RTL_ALT inf is not a finite number"):
+            await call("open_sitl", params={"RTL_ALT": "inf"})
+        assert (await call("list_instances"))["leased"] == [], "nothing launched for a refused request"
+        sid = (await call("open_sitl", speedup=5))["session_id"]
+        for bad in ("NaN", "inf", "-inf"):
+            with pytest.raises(ToolFailed, match="not a finite number"):
+                await call("set_param", session_id=sid, name="RTL_ALT", value=bad)
+        assert (await call("get_param", session_id=sid, name="RTL_ALT"))["value"] == 1500
+        for alt in ("NaN", 1e308, "inf"):
+            with pytest.raises(ToolFailed, match="goto altitude"):
+                await call("goto", session_id=sid, lat=-35.36, lon=149.16, altitude_m=alt)
+            with pytest.raises(ToolFailed, match="takeoff altitude"):
+                await call("takeoff", session_id=sid, altitude_m=alt)
+        with pytest.raises(ToolFailed, match="goto latitude 91 degrees is out of range"):
+            await call("goto", session_id=sid, lat=91, lon=0, altitude_m=10)
+        snap = await call("snapshot", session_id=sid)
+        assert snap["state"] == "running" and not snap["vehicle"]["armed"]
+
+
+async def test_owner_label_and_instance_are_checked_first(env, instances):
+    async with server(env) as call:
+        for owner in ("", "   "):
+            with pytest.raises(ToolFailed, match="a lease needs an owner"):
+                await call("lease_instance", owner=owner)
+        with pytest.raises(ToolFailed, match="owner is 300 characters long; give at most 200"):
+            await call("lease_instance", owner="x" * 300)
+        with pytest.raises(ToolFailed, match="label is 201 characters long"):
+            await call("open_sitl", label="y" * 201)
+        with pytest.raises(ToolFailed, match="label"):
+            await call("attach_sitl", instance=instances[0], label="   ")
+        with pytest.raises(ToolFailed, match="instance -3 is negative"):
+            await call("attach_sitl", instance=-3)
+        with pytest.raises(ToolFailed, match="instance -3 is negative"):
+            await call("lease_instance", owner="me", instance=-3)
+        assert (await call("list_instances"))["leased"] == []
+
+
+async def test_control_of_another_holders_vehicle_needs_force(env, procs, tmp_path, instances, lock_dir):
+    from conftest import hold_lease
+
+    n = instances[4]
+    hold_lease(procs, lock_dir, n, "agent A's flight")
+    sim = start_sim(procs, tmp_path / "a", n, "--speedup", 5)
+    owner = Gcs(ports(n).serial0)
+    owner.heartbeat()
+    wait_for(lambda: listening(ports(n).serial1))
+    log = tmp_path / "server.log"
+    with open(log, "w") as errlog:
+        async with server(env, errlog=errlog) as call:
+            with pytest.raises(ToolFailed, match=f"instance {n} is leased to agent A's flight pid .*force=True"):
+                await call("attach_sitl", instance=n, control=True)
+            with pytest.raises(ToolFailed, match=f"instance {n} is leased to agent A's flight"):
+                await call("attach_sitl", endpoint=f"tcp:127.0.0.1:{ports(n).serial1}", control=True)
+            ro = await call("attach_sitl", instance=n)  # watching stays allowed
+            assert ro["read_only"]
+            await call("close_sitl", session_id=ro["session_id"])
+            a = await call("attach_sitl", instance=n, control=True, force=True)
+            assert not a["read_only"]
+            await call("close_sitl", session_id=a["session_id"])
+    assert f"control of instance {n} forced" in log.read_text()
+    assert sim.poll() is None
+    owner.close()
+
+
+async def test_list_instances_says_ports_taken(env, procs, tmp_path, instances):
+    n = instances[5]
+    start_sim(procs, tmp_path / "stray", n, "--speedup", 5)
+    wait_for(lambda: listening(ports(n).serial0))
+    async with server(env) as call:
+        doc = await call("list_instances", all=True)
+        assert n not in doc["free"] and instances[0] in doc["free"]
+        taken = {d["instance"]: d for d in doc["ports_taken"]}
+        assert taken[n]["state"] == "ports taken" and taken[n]["busy_ports"]
+
+
+def test_closed_sessions_are_dropped_and_never_read_as_died(env, instances):
+    import threading
+
+    from sitlpool.sessions import Sessions
+
+    sessions = Sessions()
+    sessions.start()
+    try:
+        for _ in range(2):
+            s = sessions.open(speedup=5)
+            seen: set[str] = set()
+            done = threading.Event()
+
+            def watch():
+                while not done.is_set():
+                    seen.update(x.state for x in list(sessions.sessions.values()))
+
+            t = threading.Thread(target=watch)
+            t.start()
+            try:
+                sessions.close_idle(idle_s=0)
+            finally:
+                done.set()
+                t.join()
+            assert "died" not in seen, seen
+            assert s.id not in sessions.sessions, "a closed session is kept"
+    finally:
+        sessions.close_all()

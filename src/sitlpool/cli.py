@@ -24,6 +24,87 @@ def err(msg: str) -> None:
     print(f"sitlpool: {msg}", file=sys.stderr, flush=True)
 
 
+# ---- argument types: each bad value is a one-line usage error (exit 2) -----------------------
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (what, and where to read more)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}; see '{self.prog} --help'\n")
+
+
+def _typed(fn):
+    """An argparse ``type`` from a parser raising our errors: argparse prints the message."""
+    def convert(text: str):
+        try:
+            return fn(text)
+        except (SitlpoolError, ValueError) as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    convert.__name__ = fn.__name__
+    return convert
+
+
+@_typed
+def instance_arg(text: str) -> int:
+    from .instances import parse_instance
+
+    return parse_instance(text)
+
+
+@_typed
+def port_arg(text: str) -> int:
+    from .instances import parse_port
+
+    return parse_port(text)
+
+
+_DECIMAL = r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?"
+
+
+def _number(text: str, what: str, low: float, high: float = float("inf"), low_ok: bool = True) -> float:
+    import math
+    import re
+
+    # float() also takes 'nan', 'inf', '1_0' and '١٠': none of them is a duration or a speed
+    x = float(text) if re.fullmatch(_DECIMAL, text) else math.nan
+    if not math.isfinite(x) or x < low or (x == low and not low_ok) or x > high:
+        rng = f"{'at least' if low_ok else 'above'} {low:g}" + (f" and at most {high:g}" if high != float("inf") else "")
+        raise argparse.ArgumentTypeError(f"{what} must be a number {rng}, not {text!r}")
+    return x
+
+
+def seconds_arg(text: str) -> float:
+    return _number(text, "seconds", 0)
+
+
+def timeout_arg(text: str) -> float:
+    return _number(text, "timeout", 0, low_ok=False)
+
+
+def speedup_arg(text: str) -> float:
+    return _number(text, "speedup", 0, 1000, low_ok=False)
+
+
+def hold_arg(text: str) -> float:
+    return _number(text, "hold", 0)
+
+
+@_typed
+def target_arg(text: str) -> dict:
+    """``attach``'s target: an instance number, or an endpoint ``tcp:HOST:PORT``."""
+    from .instances import parse_instance, parse_port, strict_int
+    from .mavlink.endpoints import parse_endpoint
+
+    if strict_int(text) is not None:
+        return {"instance": parse_instance(text), "text": text}
+    if ":" not in text:
+        raise ValueError(f"{text!r} is neither an instance number (e.g. 40) nor an endpoint tcp:HOST:PORT (e.g. tcp:127.0.0.1:5760)")
+    parse_port(text.rpartition(":")[2])  # int() would take '٥٧٦٠' and '5_760'
+    parse_endpoint(text)
+    return {"endpoint": text, "text": text}
+
+
 # ---- status ----------------------------------------------------------------------------
 
 
@@ -42,13 +123,28 @@ def status_doc(all_: bool) -> dict:
         rec = pidfiles.read(s.data_dir, h["instance"])
         h["sitl"] = None if rec is None else {
             "pid": rec.pid, "binary": rec.binary, "alive": procinfo.is_alive(rec.pid, rec.start_ticks)}
-    held = {h["instance"] for h in doc["held"]}
-    free = [n for n in s.pool if n not in held]
+    # an instance nobody holds but whose ports a process took (a SITL started without a
+    # lease) is "ports taken", never free: acquire would skip it
+    av = pool.availability({h["instance"] for h in doc["held"]}).as_dict()
     doc["running_without_lease"] = [d.as_dict() for d in discover(s, pool)]
-    doc["free_count"] = len(free)
+    doc["free_count"] = len(av["free"])
+    doc["ports_taken"] = av["ports_taken"]
     if all_:
-        doc["free"] = free
+        doc["free"] = av["free"]
     return doc
+
+
+def program_name(executable: str | None, cmdline: list[str] | None) -> str:
+    """What a person calls the program: ``arducopter``, ``sitlpool-sim``, ``sitlpool.sim``
+    for ``python -m sitlpool.sim`` (a venv's interpreter path says nothing)."""
+    argv = list(cmdline or [])
+    exe = os.path.basename(executable or (argv[0] if argv else "") or "?")
+    if exe.startswith("python") and len(argv) > 1:
+        if argv[1] == "-m" and len(argv) > 2:
+            return argv[2]
+        if not argv[1].startswith("-"):
+            return os.path.basename(argv[1])
+    return exe
 
 
 def status_table(doc: dict):
@@ -64,20 +160,27 @@ def status_table(doc: dict):
     for h in doc["held"]:
         owner = h["owner"] or f"? (lock file names {h['record_owner']} pid {h['record_pid']})"
         sitl = h["sitl"]
-        sitl_text = "-" if sitl is None else f"pid {sitl['pid']} {'running' if sitl['alive'] else 'gone'}"
+        sitl_text = "-" if sitl is None else (
+            f"{program_name(sitl['binary'], None)} pid {sitl['pid']} {'running' if sitl['alive'] else 'gone'}")
         t.add_row(str(h["instance"]), owner, str(h["pid"]), format_age(h["age_s"]), "yes" if h["in_pool"] else "no", sitl_text)
     parts = [t if doc["held"] else Text("no instance is leased")]
     if doc["running_without_lease"]:
         u = Table(title="SITLs running without a lease", title_justify="left")
-        for c in ("instance", "pid", "executable", "clients", "free to attach"):
+        for c in ("instance", "pid", "program", "clients", "free to attach"):
             u.add_column(c)
         for d in doc["running_without_lease"]:
             cl = "; ".join(f"{k}: {', '.join(v)}" for k, v in d["clients"].items() if v) or "none"
-            u.add_row(str(d["instance"]), str(d["pid"]), str(d["executable"]), cl, d["free_to_attach"] or "no")
+            u.add_row(str(d["instance"]), str(d["pid"]), program_name(d["executable"], d["cmdline"]), cl,
+                      d["free_to_attach"] or "no")
         parts.append(u)
     line = f"{doc['free_count']} free in the pool"
     if "free" in doc:
         line += ": " + ", ".join(map(str, doc["free"]))
+    if doc["ports_taken"]:
+        if "free" in doc:  # --all: who took them
+            line += "; ports taken: " + "; ".join(f"{t['instance']} ({', '.join(t['ports'])})" for t in doc["ports_taken"])
+        else:
+            line += "; ports taken: " + ", ".join(str(t["instance"]) for t in doc["ports_taken"])
     parts.append(Text(line))
     return Group(*parts)
 
@@ -129,14 +232,21 @@ def _pdeathsig():
 
 def cmd_run(a) -> int:
     from .config import load_settings
-    from .leases import LeasePool
+    from .errors import ConfigError
+    from .leases import LeasePool, validate_owner
 
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
     if not cmd:
         err("run needs a command after --, e.g. sitlpool run -- sitlpool-sim -I {instance} --model quad")
         return EXIT_USAGE
+    if a.owner is not None:
+        owner = validate_owner(a.owner)
+    else:
+        name = "".join(c if c.isprintable() else "?" for c in os.path.basename(cmd[0]))[:60]
+        owner = f"sitlpool run {name} (pid {os.getpid()})"
+    if a.cwd is not None and not os.path.isdir(a.cwd):
+        raise ConfigError(f"--cwd {a.cwd}: not a directory; create it or name an existing one")
     s = load_settings()
-    owner = a.owner or f"sitlpool run {os.path.basename(cmd[0])} (pid {os.getpid()})"
     lease = LeasePool.from_settings(s).acquire(owner, instance=a.instance, wait=a.wait)
     p = lease.ports
     env = dict(os.environ, SITLPOOL_INSTANCE=str(lease.instance), SITLPOOL_SERIAL0=str(p.serial0),
@@ -145,7 +255,7 @@ def cmd_run(a) -> int:
     argv = substitute(cmd, lease)
     print(f"sitlpool: instance {lease.instance} leased to {owner}; running {' '.join(argv)}", file=sys.stderr, flush=True)
     try:
-        child = subprocess.Popen(argv, env=env, preexec_fn=_pdeathsig)
+        child = subprocess.Popen(argv, env=env, cwd=a.cwd, preexec_fn=_pdeathsig)
     except OSError as e:
         lease.release()
         err(f"cannot run {argv[0]}: {e.strerror}; check the command name and PATH")
@@ -198,17 +308,15 @@ def cmd_reap(a) -> int:
 # ---- attach: watch a SITL live ----------------------------------------------------------
 
 
-def parse_target(text: str) -> dict:
-    return {"instance": int(text)} if text.isdigit() else {"endpoint": text}
-
-
 def cmd_attach(a) -> int:
     from .process import UnmanagedManager
 
     m = UnmanagedManager()
-    h = m.start("attach", timeout=a.timeout, **parse_target(a.target))
+    target = dict(a.target)
+    text = target.pop("text")
+    h = m.start("attach", timeout=a.timeout, **target)
     try:
-        print(f"attached to {a.target} (pid {h.pid or '?'}) on {h.link.endpoint}, read-only; Ctrl-C to detach", flush=True)
+        print(f"attached to {text} (pid {h.pid or '?'}) on {h.link.endpoint}, read-only; Ctrl-C to detach", flush=True)
         while not h.join(1.0):
             v = h.link.vehicle
             alt = f"{v.rel_alt:.1f} m" if v.rel_alt is not None else "?"
@@ -226,53 +334,13 @@ def cmd_attach(a) -> int:
 
 
 def cmd_demo(a) -> int:
-    from .config import load_settings
-    from .process import ManagedManager
+    from .flight import demo
 
-    overrides = {"sitl_binary": a.binary} if a.binary else {}
-    s = load_settings(**overrides)
     say = lambda msg: print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)  # noqa: E731
-    m = ManagedManager(s)
-    h = None
     try:
-        from .config import format_pool
-
-        say(f"leasing an instance from pool {format_pool(s.pool)} and launching "
-            f"{s.sitl_binary or 'the built-in vehicle'} (speedup {a.speedup:g})")
-        h = m.start("demo", speedup=a.speedup, owner=f"sitlpool demo (pid {os.getpid()})")
-        link = h.link
-        say(f"instance {h.instance}: SITL pid {h.pid} ready, MAVLink on tcp:127.0.0.1:{h.ports.serial0}")
-        say("waiting for GPS and EKF (pre-arm checks)...")
-        if not link.wait(lambda v: v.home is not None or (v.gps_fix or 0) >= 3, 90):
-            raise SitlpoolError("the vehicle never got a position estimate; see its STATUSTEXTs with sitlpool attach")
-        link.set_mode("GUIDED")
-        link.arm_when_ready(60, retry_every=1.0, on_refused=lambda e: say(f"not armable yet ({e}); retrying"))
-        say("armed; taking off to 10 m")
-        link.takeoff(10)
-        last = -1.0
-        while not link.wait(lambda v: (v.rel_alt or 0) >= 9.5, 1.0):
-            alt = link.vehicle.rel_alt or 0
-            if alt - last >= 1:
-                say(f"climbing: {alt:.1f} m")
-                last = alt
-            if h.dead:
-                raise SitlpoolError(f"the SITL died in flight: {h.status.reason}")
-        say(f"at {link.vehicle.rel_alt:.1f} m; holding for {a.hold:g} s")
-        time.sleep(a.hold / max(1.0, a.speedup))
-        say("landing")
-        link.land()
-        if not link.wait(lambda v: not v.armed, 120):
-            raise SitlpoolError("the vehicle did not land and disarm within 120 s")
-        say(f"landed and disarmed at {link.vehicle.rel_alt:.1f} m")
-    except KeyboardInterrupt:
-        say("interrupted: cleaning up")
+        demo(binary=a.binary, speedup=a.speedup, hold_s=a.hold, say=say)
+    except KeyboardInterrupt:  # demo() said so and cleaned up
         return EXIT_INTERRUPTED
-    finally:
-        if h is not None and not h.dead:
-            h.kill(wait=True)
-        m.close_all()
-        if h is not None:
-            say(f"SITL stopped, instance {h.instance} released")
     say("demo complete")
     return EXIT_OK
 
@@ -281,7 +349,7 @@ def cmd_demo(a) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sitlpool", description="Share ArduPilot SITL instances safely on one workstation.",
+    p = Parser(prog="sitlpool", description="Share ArduPilot SITL instances safely on one workstation.",
                                 epilog="exit codes: 0 ok, 1 error, 2 usage, 3 SITL died, 130 interrupted; run: its command's code")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("status", help="who holds which instance, SITLs running without a lease")
@@ -292,22 +360,23 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="lease an instance and run a command holding it",
                        description="Placeholders {instance} {serial0} {serial1} {serial2} {rc_in} {sim_out} {sim_in} are replaced; "
                                    "SITLPOOL_INSTANCE and SITLPOOL_SERIAL0.. are exported.")
-    r.add_argument("--instance", type=int)
-    r.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait this long for a free instance")
-    r.add_argument("--owner", help="holder name shown to others")
+    r.add_argument("--instance", type=instance_arg)
+    r.add_argument("--wait", type=seconds_arg, default=0, metavar="SECONDS", help="wait this long for a free instance")
+    r.add_argument("--owner", help="holder name shown to others (at most 200 characters)")
+    r.add_argument("--cwd", metavar="DIR", help="run CMD in DIR (a SITL writes eeprom.bin, logs/ and terrain/ into its cwd)")
     r.add_argument("cmd", nargs=argparse.REMAINDER)
     r.set_defaults(fn=cmd_run)
     k = sub.add_parser("kill", help="kill the stray SITL on an instance nobody holds")
-    k.add_argument("instance", type=int)
+    k.add_argument("instance", type=instance_arg)
     k.add_argument("--force", action="store_true", help="also for reserved or out-of-pool instances")
     k.set_defaults(fn=cmd_kill)
     sub.add_parser("reap", help="kill SITLs whose launcher died (only what nobody holds)").set_defaults(fn=cmd_reap)
     at = sub.add_parser("attach", help="watch a SITL live without disturbing it")
-    at.add_argument("target", help="instance number or tcp:HOST:PORT")
-    at.add_argument("--timeout", type=float, default=10)
+    at.add_argument("target", type=target_arg, help="instance number or tcp:HOST:PORT")
+    at.add_argument("--timeout", type=timeout_arg, default=10, metavar="SECONDS")
     at.set_defaults(fn=cmd_attach)
     sv = sub.add_parser("serve", help="the MCP server (stdio, or streamable HTTP on loopback)")
-    sv.add_argument("--http", type=int, metavar="PORT")
+    sv.add_argument("--http", type=port_arg, metavar="PORT")
     sv.add_argument("--host", default="127.0.0.1", help="loopback only")
     sv.set_defaults(fn=lambda a: __import__("sitlpool.server", fromlist=["serve"]).serve(a.http, a.host))
     sm = sub.add_parser("sim", help="the built-in vehicle (same flags as SITL)", add_help=False)
@@ -315,8 +384,8 @@ def parser() -> argparse.ArgumentParser:
     sm.set_defaults(fn=lambda a: __import__("sitlpool.sim.__main__", fromlist=["main"]).main(a.args) or 0)
     d = sub.add_parser("demo", help="lease, launch, fly a short hop, clean up")
     d.add_argument("--binary", help="a real ArduPilot SITL binary (default: SITLPOOL_SITL_BINARY or the built-in vehicle)")
-    d.add_argument("--speedup", type=float, default=2)
-    d.add_argument("--hold", type=float, default=5, help="seconds of sim time to hover")
+    d.add_argument("--speedup", type=speedup_arg, default=2)
+    d.add_argument("--hold", type=hold_arg, default=5, help="seconds of sim time to hover")
     d.set_defaults(fn=cmd_demo)
     return p
 

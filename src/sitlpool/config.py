@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import ConfigError
-from .instances import unusable
+from .instances import strict_int, unusable
 
 DEFAULT_POOL = "40-59"
 ENV_PREFIX = "SITLPOOL_"
@@ -28,11 +28,11 @@ def parse_pool(text: str) -> tuple[int, ...]:
         if not tok:
             continue
         lo_s, sep, hi_s = tok.partition("-")
-        try:
-            lo = int(lo_s.strip())
-            hi = int(hi_s.strip()) if sep else lo
-        except ValueError:
-            raise ConfigError(f"pool {text!r}: {tok!r} is not a number or a range; {hint}") from None
+        # ASCII digits only: int() would also take '١٠٠', '1_0' and the '-105' of '100--105'
+        lo = strict_int(lo_s.strip(), signed=False)
+        hi = strict_int(hi_s.strip(), signed=False) if sep else lo
+        if lo is None or hi is None:
+            raise ConfigError(f"pool {text!r}: {tok!r} is not a number or a range; {hint}")
         if sep and hi < lo:
             raise ConfigError(f"pool {text!r}: range {tok!r} runs backwards; write it as {hi}-{lo}")
         for n in range(lo, hi + 1):

@@ -23,8 +23,17 @@ class LockDirError(SitlpoolError):
     """The lock directory or a file in it cannot be used safely."""
 
 
+class BadLockFile(LockDirError):
+    """One instance's lock file cannot be used (a symlink, FIFO, directory, unreadable file):
+    a pool scan skips that instance; asking for it by number raises this."""
+
+
 class LeaseError(SitlpoolError):
     """Base of the errors about taking a lease."""
+
+
+class OwnerError(LeaseError, ValueError):
+    """An owner or label that is blank, too long or holds control characters."""
 
 
 class InstanceBusy(LeaseError):

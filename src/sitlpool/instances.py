@@ -6,7 +6,11 @@ input on 5501, and the JSON physics backend on UDP 9002 (9003 for older backends
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
+
+from .errors import ConfigError, InstanceError
 
 SERIAL0_BASE = 5760
 RC_IN_BASE = 5501
@@ -63,6 +67,7 @@ class Ports:
         }
 
 
+@functools.lru_cache(maxsize=8192)  # Ports is frozen: one per instance, shared (every acquire asks)
 def ports(instance: int, base_port: int = SERIAL0_BASE) -> Ports:
     """The ports of ``instance`` (instance 0 -> 5760, 40 -> 6160)."""
     off = 10 * instance
@@ -93,3 +98,38 @@ def out_of_range(instance: int) -> str | None:
 def unusable(instance: int) -> str | None:
     """Why ``instance`` may not be in a pool (reserved or out of range), or None."""
     return out_of_range(instance) or RESERVED.get(instance)
+
+
+# int() also reads '١٠٠' (any Unicode digits), '1_000', '+5' and ' 5 ': an instance number
+# or a port written that way is a typo or a trick, never what a person meant
+_DECIMAL = re.compile(r"-?[0-9]+")
+
+
+def strict_int(text: str, signed: bool = True) -> int | None:
+    """``text`` as a decimal integer in ASCII digits (with an optional leading ``-`` if
+    ``signed``), else None."""
+    if not isinstance(text, str) or not _DECIMAL.fullmatch(text) or (not signed and text.startswith("-")):
+        return None
+    return int(text)
+
+
+def parse_instance(text: str) -> int:
+    """An instance number given as text (CLI arguments, targets): ASCII digits, in range."""
+    n = strict_int(text)
+    if n is None:
+        raise InstanceError(f"{text!r} is not an instance number; write it in ASCII digits, e.g. 40")
+    why = out_of_range(n)
+    if why:
+        raise InstanceError(f"{why}; instance numbers run from 0 to {MAX_INSTANCE}")
+    return n
+
+
+def parse_port(text: str) -> int:
+    """A TCP/UDP port given as text (endpoints, --http): ASCII digits, 1 to 65535."""
+    n = strict_int(text)
+    if n is None:
+        raise ConfigError(f"{text!r} is not a port; write it in ASCII digits, from 1 to {MAX_PORT}")
+    if not 0 < n <= MAX_PORT:
+        past = f", past {MAX_PORT}" if n > MAX_PORT else ""
+        raise ConfigError(f"port {n} is out of range{past}; use a port from 1 to {MAX_PORT}")
+    return n

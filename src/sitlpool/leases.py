@@ -28,13 +28,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .errors import InstanceBusy, InstanceError, LeaseReleased, LockDirError, NoFreeInstance, PortsBusy
+from .errors import BadLockFile, InstanceBusy, InstanceError, LeaseReleased, LockDirError, NoFreeInstance, OwnerError, PortsBusy
 from .instances import Ports, out_of_range, ports, unusable
 
 LOCK_NAME = re.compile(r"^instance-(\d+)\.lock$")
 OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 #: the longest a waiter sleeps between scans even if no inotify event arrives
 WAIT_POLL_S = 0.05
+#: the longest owner or label a person or an agent may give
+MAX_OWNER = 200
+#: the longest owner a lock file records: room for what sitlpool wraps around a label
+#: (``sitlpool session f391b1 (<label>) (via sitlpool server ...)``)
+MAX_RECORD_OWNER = 2 * MAX_OWNER
+#: a record is one short line; more than this is read only as far as needed
+READ_LIMIT = 4096
 
 Check = Callable[[int], "str | None"]
 
@@ -56,8 +63,31 @@ def format_age(seconds: float | None) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
+def validate_owner(owner, what: str = "owner", limit: int = MAX_OWNER) -> str:
+    """The owner (or label) as a lock file records it: whitespace runs made one space.
+    Blank, longer than ``limit`` characters, or holding control characters: ``OwnerError``.
+    Layers that wrap a user's text in their own (the MCP server) check the user's part
+    with this first, so a blank or oversized label is refused, not hidden inside the wrap."""
+    text = owner if isinstance(owner, str) else ""
+    clean = " ".join(text.split())
+    if not clean:
+        raise OwnerError(f"a lease needs an {what}: a name a person can read, e.g. 'my-test (alice)'")
+    if len(clean) > limit:
+        raise OwnerError(f"{what} is {len(clean)} characters long; give at most {limit}, a name a person can read")
+    if not clean.isprintable():
+        bad = next(c for c in clean if not c.isprintable())
+        raise OwnerError(f"{what} holds the control character {bad!r}; use printable characters only")
+    return clean
+
+
+def _shorten(text: str, limit: int = MAX_RECORD_OWNER) -> str:
+    text = "".join(c if c.isprintable() else "?" for c in text[: limit + 1])
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def parse_record(data: bytes) -> tuple[str | None, int | None, float | None]:
-    """``owner<TAB>pid<TAB>unix_time[<TAB>extra...]``; garbage gives Nones, never an exception."""
+    """``owner<TAB>pid<TAB>unix_time[<TAB>extra...]``; garbage gives Nones, never an exception.
+    The owner is cut to ``MAX_RECORD_OWNER`` characters and made printable."""
     try:
         line = data.decode("utf-8", "replace").split("\n", 1)[0]
     except Exception:  # pragma: no cover - decode with "replace" cannot fail
@@ -79,14 +109,34 @@ def parse_record(data: bytes) -> tuple[str | None, int | None, float | None]:
                 since = None
         except ValueError:
             since = None
-    if owner is not None and (len(owner) > 512 or not owner.isprintable()):
-        owner = "".join(c if c.isprintable() else "?" for c in owner[:512])
+    if owner is not None and (len(owner) > MAX_RECORD_OWNER or not owner.isprintable()):
+        owner = _shorten(owner)
+    return owner, pid, since
+
+
+def read_record(fd: int) -> tuple[str | None, int | None, float | None]:
+    """The record of an open lock file. A record too long to read at once (another tool
+    wrote megabytes of owner) gives the start of its owner, and its pid and time from the
+    line's end, where they are: reading it never costs more than two small reads."""
+    head = os.pread(fd, READ_LIMIT, 0)
+    if len(head) < READ_LIMIT or b"\n" in head:
+        return parse_record(head)
+    owner = _shorten(parse_record(head)[0] or "", MAX_RECORD_OWNER) or None
+    size = os.fstat(fd).st_size
+    tail = os.pread(fd, 256, max(0, size - 256)).rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    fields = tail.split(b"\t")
+    _, pid, since = parse_record(b"x\t" + b"\t".join(fields[-2:])) if len(fields) >= 3 else (None, None, None)
+    if owner and not owner.endswith("…"):
+        owner += "…"
     return owner, pid, since
 
 
 def format_record(owner: str, pid: int, since: float) -> bytes:
-    clean = " ".join(owner.replace("\t", " ").split())
-    return f"{clean}\t{pid}\t{since:.3f}\n".encode()
+    return _record(validate_owner(owner, limit=MAX_RECORD_OWNER), pid, since)
+
+
+def _record(clean_owner: str, pid: int, since: float) -> bytes:
+    return f"{clean_owner}\t{pid}\t{since:.3f}\n".encode()
 
 
 @dataclass
@@ -220,11 +270,14 @@ class Lease:
         self.owner = owner
         self.pid = os.getpid()
         self.acquired_at = time.time()
-        self.path = lock_path(pool.lock_dir, instance)
         self.ports: Ports = ports(instance)
         self.record_written = record_written
         self._fd: int | None = fd
         _LIVE[fd] = self
+
+    @property
+    def path(self) -> Path:
+        return lock_path(self.pool.lock_dir, self.instance)
 
     @property
     def released(self) -> bool:
@@ -238,8 +291,9 @@ class Lease:
 
     def set_owner(self, owner: str) -> None:
         """Rewrite the holder's name in the lock file (the lock is kept throughout)."""
-        self.owner = owner
+        owner = validate_owner(owner, limit=MAX_RECORD_OWNER)
         self.record_written = _write_record(self.fd, owner)
+        self.owner = owner
 
     def release(self) -> None:
         """Drop the lease. Idempotent. The lock file stays (it is never unlinked)."""
@@ -262,7 +316,8 @@ class Lease:
 
 
 def _write_record(fd: int, owner: str) -> bool:
-    data = format_record(owner, os.getpid(), time.time())
+    """Write a record for ``owner``, already checked by ``validate_owner``."""
+    data = _record(owner, os.getpid(), time.time())
     try:
         # write over the old record, then cut what is left of it: never an empty window
         os.pwrite(fd, data, 0)
@@ -284,12 +339,13 @@ class LeasePool:
 
     def __init__(self, lock_dir: Path | str, pool: Iterable[int], check: Check | None | bool = None):
         self.lock_dir = Path(lock_dir)
+        self._dir = os.fspath(self.lock_dir)
         self.pool = tuple(pool)
         for n in self.pool:
             why = unusable(n)
             if why:
                 raise InstanceError(f"{why}; leave instance {n} out of the pool")
-        self.default_check: Check | None = _resolve_check(check, _probe_ports)
+        self.default_check: Check | None = _resolve_check(check, PROBE)
         self._idle: dict[int, tuple[int, bool]] = {}
 
     @classmethod
@@ -316,9 +372,12 @@ class LeasePool:
         if not self.lock_dir.is_dir():
             raise LockDirError(f"lock directory {self.lock_dir} is not a directory; set SITLPOOL_LOCK_DIR to a directory")
 
+    def _path_str(self, instance: int) -> str:
+        return f"{self._dir}/instance-{instance}.lock"  # a str: a Path per acquire costs as much as the flock
+
     def _open(self, instance: int) -> tuple[int, bool]:
         """Open (creating if needed) the lock file of ``instance``: ``(fd, writable)``."""
-        path = lock_path(self.lock_dir, instance)
+        path = self._path_str(instance)
         try:
             fd = os.open(path, os.O_RDWR | OPEN_FLAGS)
             created = False
@@ -345,7 +404,7 @@ class LeasePool:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            raise LockDirError(f"lock file {path} is not a regular file; remove it after checking who made it")
+            raise BadLockFile(f"lock file {path} is not a regular file; remove it after checking who made it")
         if created:
             try:
                 dmode = os.stat(self.lock_dir).st_mode
@@ -356,12 +415,18 @@ class LeasePool:
         return fd, True
 
     def _open_error(self, path: Path, e: OSError):
+        # each of these concerns this one file: a pool scan skips its instance (BadLockFile)
         if e.errno == errno.ELOOP:
-            raise LockDirError(
+            raise BadLockFile(
                 f"lock file {path} is a symbolic link, which sitlpool refuses; remove it after checking who made it"
             ) from None
         if e.errno == errno.EISDIR:
-            raise LockDirError(f"lock file {path} is a directory; remove it after checking who made it") from None
+            raise BadLockFile(f"lock file {path} is a directory; remove it after checking who made it") from None
+        if e.errno in (errno.EACCES, errno.EPERM):
+            raise BadLockFile(
+                f"cannot open lock file {path}: {e.strerror}; its owner must make it readable (mode 0664) "
+                "or remove it after checking who made it"
+            ) from None
         raise LockDirError(f"cannot open lock file {path}: {e.strerror}; check the permissions of {self.lock_dir}") from None
 
     def try_lock(self, instance: int) -> tuple[int, bool] | None:
@@ -385,7 +450,7 @@ class LeasePool:
             # a cached fd must still be the file at the path (lock files are never
             # replaced, but a person may have wiped the directory): else lock the new one
             try:
-                same = os.stat(lock_path(self.lock_dir, instance), follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+                same = os.stat(self._path_str(instance), follow_symlinks=False).st_ino == os.fstat(fd).st_ino
             except OSError:
                 same = False
             if not same:
@@ -421,8 +486,7 @@ class LeasePool:
         unless ``allow_reserved``. Raises ``InstanceBusy`` (a requested instance someone
         holds), ``PortsBusy`` (a requested instance whose ports are taken), ``NoFreeInstance``.
         """
-        if not owner or not str(owner).strip():
-            raise ValueError("a lease needs an owner: a name a person can read, e.g. 'my-test (alice)'")
+        owner = validate_owner(owner, limit=MAX_RECORD_OWNER)
         if instance is not None:
             why = out_of_range(instance) or (None if allow_reserved else unusable(instance))
             if why:
@@ -438,7 +502,10 @@ class LeasePool:
                 else:
                     lease, reasons = None, {}
                     for n in self.pool:
-                        lease, why = self._take(n, owner, chk)
+                        try:
+                            lease, why = self._take(n, owner, chk)
+                        except BadLockFile as e:  # one bad file must not block the rest of the pool
+                            lease, why = None, _Unusable(str(e))
                         if lease:
                             break
                         reasons[n] = why
@@ -474,10 +541,13 @@ class LeasePool:
                 )
             return PortsBusy(f"{why}{waited}; stop that process or pick another instance")
         held = [n for n, w in reasons.items() if w == "held"]
-        ports_busy = [w for w in reasons.values() if w and w != "held"]
+        bad = [w for w in reasons.values() if isinstance(w, _Unusable)]
+        ports_busy = [w for w in reasons.values() if w and w != "held" and not isinstance(w, _Unusable)]
         detail = f"{len(held)} leased"
         if ports_busy:
             detail += f", {len(ports_busy)} with ports taken ({ports_busy[0]}" + (", ..." if len(ports_busy) > 1 else "") + ")"
+        if bad:
+            detail += f", {len(bad)} with an unusable lock file ({bad[0]}" + (", ..." if len(bad) > 1 else "") + ")"
         return NoFreeInstance(
             f"no free instance in pool {self._pool_text()}{waited}: {detail}; "
             "wait for one (wait=SECONDS), widen SITLPOOL_POOL, or see who holds them with 'sitlpool status'"
@@ -490,7 +560,7 @@ class LeasePool:
         try:
             fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
             try:
-                owner, rpid, since = parse_record(os.read(fd, 4096))
+                owner, rpid, since = read_record(fd)
             finally:
                 os.close(fd)
         except OSError:
@@ -536,6 +606,22 @@ class LeasePool:
         held = {h.instance for h in self.status()}
         return [n for n in self.pool if n not in held]
 
+    def availability(self, held: Iterable[int] | None = None) -> Availability:
+        """The pool instances nobody holds (``held``: those known held, else read from the
+        lock directory), split into free and ports taken (one probe of all their ports,
+        the holders named). What ``status`` and ``list_instances`` show."""
+        from .ports import name_holders, taken
+
+        heldset = {h.instance for h in self.status()} if held is None else set(held)
+        unheld = [n for n in self.pool if n not in heldset]
+        busy = taken([ports(n) for n in unheld])
+        name_holders([b for bs in busy.values() for b in bs])  # one /proc scan for all of them
+        return Availability([n for n in unheld if n not in busy], {n: busy[n] for n in unheld if n in busy})
+
+
+class _Unusable(str):
+    """Why a pool scan skipped an instance whose lock file cannot be used."""
+
 
 def _resolve_check(check, default):
     if check is False:
@@ -545,10 +631,37 @@ def _resolve_check(check, default):
     return check
 
 
-def _probe_ports(instance: int) -> str | None:
-    from .ports import probe
+class PortProbe:
+    """The default check: would a client on this machine reach a process on any of
+    instance n's six ports (TCP listening, UDP bound; wildcard or loopback, IPv4 or
+    IPv6)? Exact lookups in the kernel's socket tables, made while n's lock is held:
+    it never binds, and its cost does not grow with the machine's socket count."""
 
-    return probe(ports(instance))
+    _probe = None
+
+    def __call__(self, instance: int) -> str | None:
+        probe = self._probe
+        if probe is None:  # imported on first use: `leases status` never probes
+            from .ports import probe
+
+            PortProbe._probe = staticmethod(probe)
+        return probe(ports(instance))
+
+
+PROBE = PortProbe()
+
+
+@dataclass
+class Availability:
+    """The pool instances nobody holds: free, or with ports taken by a process that holds
+    no lease (a SITL started by hand or by autotest: never "free")."""
+
+    free: list[int]
+    ports_taken: dict[int, list]  # instance -> [ports.BusyPort], holders named
+
+    def as_dict(self) -> dict:
+        return {"free": self.free,
+                "ports_taken": [{"instance": n, "ports": [b.describe() for b in busy]} for n, busy in self.ports_taken.items()]}
 
 
 # ---- python -m sitlpool.leases status ---------------------------------------------------

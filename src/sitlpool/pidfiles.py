@@ -1,16 +1,33 @@
 """``<data_dir>/sessions/<n>/sitl.pid``: who launched the SITL on instance n, and how to
-recognise it (pid, process group and the leader's start ticks, so a recycled pid is
-never mistaken for it). One place for pid files, whoever launches."""
+recognise it (pid, process group, the leader's start ticks and executable, so a recycled
+pid is never mistaken for it). One place for pid files, whoever launches.
+
+The sessions directory may be shared by a group and may hold garbage (directories, FIFOs,
+symlinks, junk): nothing here follows a symlink, blocks on a FIFO or raises for one bad
+entry; ``scan`` names what it cannot use instead."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .instances import out_of_range
+
 PID_FILE = "sitl.pid"
+MAX_SIZE = 64 * 1024  # a record is ~1 KB; anything larger is not one
+
+
+class BadEntry(Exception):
+    """An entry of ``sessions/`` that is not a usable record (the message says why).
+    ``junk``: a regular file with unreadable content, which the instance's lease holder may remove."""
+
+    def __init__(self, message: str, junk: bool = False):
+        super().__init__(message)
+        self.junk = junk
 
 
 def session_dir(data_dir: Path, instance: int) -> Path:
@@ -28,56 +45,142 @@ class PidRecord:
     owner: str = ""
     holder_pid: int = 0
     time: float = 0.0
+    exe: str = ""  # /proc/<pid>/exe right after exec (the binary's real path)
 
     def describe(self) -> str:
         return f"pid {self.pid} (group {self.pgid}, {Path(self.binary).name}, launched by {self.owner or '?'} pid {self.holder_pid})"
 
 
 def write(data_dir: Path, rec: PidRecord) -> Path:
-    """Write the record atomically (temp file + rename)."""
+    """Write the record atomically (temp file + rename); no temp file is left on failure."""
     d = session_dir(data_dir, rec.instance)
     d.mkdir(parents=True, exist_ok=True)
     path = d / PID_FILE
     tmp = d / f".{PID_FILE}.{os.getpid()}.tmp"
     if not rec.time:
         rec.time = time.time()
-    tmp.write_text(json.dumps(asdict(rec)) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(asdict(rec)) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            if not tmp.is_dir():
+                tmp.unlink()
+        except OSError:
+            pass
+        raise
     return path
 
 
-def read(data_dir: Path, instance: int) -> PidRecord | None:
-    """The record of ``instance``, or None if there is none or it is unreadable garbage."""
-    path = session_dir(data_dir, instance) / PID_FILE
+def check_dir(data_dir: Path, instance: int) -> Path:
+    """The session dir of ``instance`` (it may not exist yet); ``BadEntry`` if it is a symlink or not a directory."""
+    d = session_dir(data_dir, instance)
     try:
-        d = json.loads(path.read_text())
-        return PidRecord(
+        st = os.lstat(d)
+    except (FileNotFoundError, NotADirectoryError):  # not made yet (or cannot be: creating it says why)
+        return d
+    except OSError as e:
+        raise BadEntry(f"{d}: {e.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise BadEntry(f"{d} is a symlink; session dirs are never followed through links (remove it)")
+    if not stat.S_ISDIR(st.st_mode):
+        raise BadEntry(f"{d} is not a directory (remove it)")
+    return d
+
+
+def load(data_dir: Path, instance: int) -> PidRecord | None:
+    """The record of ``instance``; None if there is none; ``BadEntry`` for anything that is
+    not a regular, readable record (never follows a symlink, never blocks on a FIFO)."""
+    path = check_dir(data_dir, instance) / PID_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        kind = "a symlink" if os.path.islink(path) else e.strerror
+        raise BadEntry(f"{path}: {kind}; not a pid file (remove it)") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise BadEntry(f"{path} is {kind}; not a pid file (remove it)")
+        data = os.read(fd, MAX_SIZE + 1)
+    except OSError as e:
+        raise BadEntry(f"{path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    try:
+        if len(data) > MAX_SIZE:
+            raise ValueError("too large")
+        d = json.loads(data)
+        rec = PidRecord(
             instance=int(d["instance"]), pid=int(d["pid"]), pgid=int(d["pgid"]), start_ticks=int(d["start_ticks"]),
-            binary=str(d.get("binary", "")), argv=list(d.get("argv", [])), owner=str(d.get("owner", "")),
-            holder_pid=int(d.get("holder_pid", 0)), time=float(d.get("time", 0)),
+            binary=str(d.get("binary", "")), argv=[str(a) for a in d.get("argv", [])], owner=str(d.get("owner", "")),
+            holder_pid=int(d.get("holder_pid", 0)), time=float(d.get("time", 0)), exe=str(d.get("exe", "")),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        raise BadEntry(f"{path} is not a pid record (unreadable content)", junk=True) from None
+    if rec.instance != instance:
+        raise BadEntry(f"{path} names instance {rec.instance}, not {instance}")
+    return rec
+
+
+def read(data_dir: Path, instance: int) -> PidRecord | None:
+    """The record of ``instance``, or None if there is none or it is unusable."""
+    try:
+        return load(data_dir, instance)
+    except BadEntry:
         return None
 
 
 def remove(data_dir: Path, instance: int, pid: int | None = None) -> None:
-    """Remove the record (only if it still names ``pid``, when given)."""
-    path = session_dir(data_dir, instance) / PID_FILE
-    if pid is not None:
-        rec = read(data_dir, instance)
-        if rec is not None and rec.pid != pid:
-            return
+    """Remove the record file (only if it still names ``pid``, when given). Never removes a
+    directory, a FIFO or a symlink's target, and never raises."""
     try:
-        path.unlink()
-    except FileNotFoundError:
+        d = check_dir(data_dir, instance)
+        path = d / PID_FILE
+        if pid is not None:
+            rec = load(data_dir, instance)
+            if rec is None or rec.pid != pid:
+                return
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            path.unlink()
+    except (BadEntry, OSError):
         pass
 
 
-def instances_with_records(data_dir: Path) -> list[int]:
-    """Instances that have a ``sitl.pid`` file, sorted."""
+def scan(data_dir: Path) -> tuple[list[int], list[str]]:
+    """Instances whose session dir has a ``sitl.pid`` entry (sorted), and why each other
+    entry of ``sessions/`` that looks like one cannot be used."""
     root = Path(data_dir) / "sessions"
     try:
         names = os.listdir(root)
-    except OSError:
-        return []
-    return sorted(int(n) for n in names if n.isdigit() and (root / n / PID_FILE).exists())
+    except FileNotFoundError:
+        return [], []
+    except OSError as e:
+        return [], [f"{root}: {e.strerror}"]
+    found, bad = [], []
+    for name in sorted(names):
+        if name.startswith("."):
+            continue
+        if not (name.isascii() and name.isdigit()):
+            bad.append(f"{root / name}: not an instance number; skipped")
+            continue
+        n = int(name)
+        why = out_of_range(n)
+        if why:
+            bad.append(f"{root / name}: {why}; skipped")
+            continue
+        try:
+            d = check_dir(data_dir, n)
+        except BadEntry as e:
+            bad.append(f"{e}; skipped")
+            continue
+        if os.path.lexists(d / PID_FILE):
+            found.append(n)
+    return sorted(found), bad
+
+
+def instances_with_records(data_dir: Path) -> list[int]:
+    """Instances that have a ``sitl.pid`` entry, sorted."""
+    return scan(data_dir)[0]

@@ -1,12 +1,15 @@
-"""Processes as the OS sees them: start ticks, process groups, killing a group safely."""
+"""Processes as the OS sees them: start ticks, process groups, launching a child that dies
+with this process, and killing a process (or the group it leads) safely."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+PR_SET_PDEATHSIG = 1
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -58,20 +61,45 @@ def cmdline(pid: int) -> list[str]:
 
 
 def exe(pid: int) -> str | None:
+    """The process's executable (its real path; `` (deleted)`` dropped if it was replaced since)."""
     try:
-        return os.readlink(f"/proc/{pid}/exe")
+        path = os.readlink(f"/proc/{pid}/exe")
     except OSError:
         return None
+    return path.removesuffix(" (deleted)")
 
 
-def group_members(pg: int) -> list[int]:
-    out = []
+def _table() -> dict[int, tuple[int, int]]:
+    """Every live process: pid -> (ppid, pgid)."""
+    out = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
             f = _stat_fields(int(d))
-            if f and int(f[2]) == pg and f[0] not in ("Z", "X"):
-                out.append(int(d))
+            if f and f[0] not in ("Z", "X"):
+                out[int(d)] = (int(f[1]), int(f[2]))
     return out
+
+
+def group_members(pg: int) -> list[int]:
+    return sorted(p for p, (_, g) in _table().items() if g == pg)
+
+
+def leads_own_group(pid: int) -> bool:
+    """True if ``pid`` leads its process group and every other member descends from it:
+    then signalling the group reaches that process and its own children, nobody else's."""
+    table = _table()
+    if pid not in table or table[pid][1] != pid:
+        return False
+    for member, (_, g) in table.items():
+        if g != pid or member == pid:
+            continue
+        p, seen = member, set()
+        while p != pid:
+            if p in seen or p not in table or p <= 1:
+                return False
+            seen.add(p)
+            p = table[p][0]
+    return True
 
 
 def signal_group(pg: int, sig: int) -> bool:
@@ -82,20 +110,122 @@ def signal_group(pg: int, sig: int) -> bool:
         return False
 
 
-def terminate_group(pg: int, leader: int, grace: float = 3.0, poll: float = 0.01) -> str:
-    """SIGTERM the group, SIGKILL it if the leader outlives ``grace``; wait for the leader.
+def _send(pid: int, sig: int, group: bool) -> list[int]:
+    """Signal ``pid`` (its group if ``group``); the pids reached."""
+    try:
+        if group:
+            reached = group_members(pid)
+            os.killpg(pid, sig)
+            return reached
+        os.kill(pid, sig)
+        return [pid]
+    except (ProcessLookupError, PermissionError):
+        return []
 
-    For a process that is not our child (an orphan): its death is seen in /proc.
-    Returns what was done: "terminated" or "killed".
-    """
-    signal_group(pg, signal.SIGTERM)
+
+def terminate(pid: int, grace: float = 3.0, group: bool = False, poll: float = 0.01) -> tuple[str, list[int]]:
+    """SIGTERM ``pid`` (the group it leads, if ``group``), SIGKILL if it outlives ``grace``;
+    wait until it (and the group) is gone. For a process that is not our child (an orphan):
+    its death is seen in /proc. Returns what was done ("terminated" or "killed") and every
+    pid signalled. The caller has verified the pid (start ticks) just before."""
+
+    def gone() -> bool:
+        return not is_alive(pid) and (not group or not group_members(pid))
+
+    signalled = _send(pid, signal.SIGTERM, group)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if not is_alive(leader) and not group_members(pg):
-            return "terminated"
+        if gone():
+            return "terminated", signalled
         time.sleep(poll)
-    signal_group(pg, signal.SIGKILL)
+    signalled += [p for p in _send(pid, signal.SIGKILL, group) if p not in signalled]
     deadline = time.monotonic() + 5
-    while is_alive(leader) and time.monotonic() < deadline:
+    while not gone() and time.monotonic() < deadline:
         time.sleep(poll)
-    return "killed"
+    return "killed", signalled
+
+
+def terminate_group(pg: int, leader: int, grace: float = 3.0, poll: float = 0.01) -> str:
+    """SIGTERM the group ``pg``, SIGKILL it if ``leader`` outlives ``grace`` (see ``terminate``)."""
+    return terminate(leader, grace, group=(pg == leader), poll=poll)[0]
+
+
+# ---- children that die with this process -------------------------------------------------
+# PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process:
+# a child forked from a short-lived worker thread (anyio's pool, a request thread) would be
+# killed when that thread ends. So every launch is forked by one launcher thread that lives
+# as long as the process, and the child dies with the process whatever kills it (SIGKILL
+# included), from before exec on: there is no window in which it outlives its launcher.
+
+_prctl = None  # libc's prctl, bound before the first fork (ctypes costs ms to import: only launchers need it)
+
+
+def _die_with(parent: int):
+    global _prctl
+    if _prctl is None:
+        import ctypes
+
+        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec() -> None:  # runs in the child between fork and exec: no locks, no allocation-heavy work
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died before the prctl took effect
+            os._exit(127)
+
+    return preexec
+
+
+class _Launcher:
+    def __init__(self):
+        import queue
+
+        self.requests: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._main, name="sitlpool launcher", daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        while True:
+            fn, box, done = self.requests.get()
+            try:
+                box.append((True, fn()))
+            except BaseException as e:  # handed to the caller
+                box.append((False, e))
+            done.set()
+
+    def run(self, fn):
+        if threading.current_thread() is self.thread:
+            return fn()
+        box: list = []
+        done = threading.Event()
+        self.requests.put((fn, box, done))
+        done.wait()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+
+_launcher: _Launcher | None = None
+_launcher_lock = threading.Lock()
+
+
+def _reset_after_fork() -> None:
+    global _launcher, _launcher_lock
+    _launcher, _launcher_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def popen_tied(args: list[str], **kw) -> subprocess.Popen:
+    """``subprocess.Popen(args, **kw)``, forked by this process's launcher thread with a
+    parent-death signal (SIGKILL) set before exec: the child never outlives this process."""
+    import subprocess
+
+    global _launcher
+    with _launcher_lock:
+        if _launcher is None:
+            _launcher = _Launcher()
+        launcher = _launcher
+    parent = os.getpid()
+    return launcher.run(lambda: subprocess.Popen(args, preexec_fn=_die_with(parent), **kw))

@@ -99,17 +99,25 @@ class Sitl:
         """Wait until ``pred(vehicle_state)`` holds; False on timeout."""
         return self.handle.link.wait(pred, timeout)
 
+    @property
+    def flight(self):
+        """The flight tools on this vehicle (``sitlpool.flight.Flight``): the same rules as the MCP tools."""
+        from .flight import Flight
+
+        f = self.__dict__.get("_flight")
+        if f is None or f.link is not self.handle.link:
+            f = self.__dict__["_flight"] = Flight(self.handle.link)
+        return f
+
     def wait_ready_to_arm(self, timeout: float = 60) -> None:
-        if not self.wait(lambda v: v.home is not None and (v.gps_fix or 0) >= 3, timeout):
-            raise AssertionError(f"instance {self.instance}: no position estimate within {timeout}s")
+        if not self.flight.wait_ready(timeout):
+            raise AssertionError(f"instance {self.instance}: not ready to arm after {timeout}s: "
+                                 + "; ".join(self.flight.readiness()[1]))
 
     def arm_and_takeoff(self, altitude_m: float, timeout: float = 60) -> None:
-        self.wait_ready_to_arm(timeout)
-        link = self.handle.link
-        link.set_mode("GUIDED")
-        link.arm_when_ready(timeout, retry_every=0.2)
-        link.takeoff(altitude_m)
-        self.wait_altitude(altitude_m - 0.5, timeout)
+        """Wait until ready, arm, take off (GUIDED for a copter, TAKEOFF mode for a plane), reach the altitude."""
+        self.flight.arm_and_takeoff(altitude_m, timeout)
+        self.wait_altitude(self.flight.reached(altitude_m), timeout)
 
     def wait_altitude(self, above_m: float, timeout: float = 60) -> None:
         if not self.wait(lambda v: (v.rel_alt or 0) >= above_m, timeout):
@@ -124,6 +132,14 @@ class Sitl:
 
     def __repr__(self) -> str:
         return f"<Sitl {self.handle!r}>"
+
+
+def _record(h) -> None:
+    """The toolkit's flight recorder from the first message, for the picture of a failure."""
+    if h.link is not None:
+        from .mavlink.recorder import attach
+
+        attach(h.link)
 
 
 def _marker_kwargs(request) -> dict:
@@ -147,6 +163,7 @@ def sitl_factory(_sitlpool_ctx, request):
         speedup = opts.pop("speedup", None) or ctx.speedup
         h = manager.start(f"{request.node.name}-{len(made)}", speedup=speedup, wait=ctx.wait,
                           owner=_owner(ctx, request, f"sitl {len(made)}"), **opts)
+        _record(h)
         s = Sitl(h)
         made.append(s)
         return s
@@ -172,6 +189,7 @@ def attached_sitl(_sitlpool_ctx, request, pytestconfig):
     kw = {"instance": int(target)} if str(target).isdigit() else {"endpoint": target}
     m = UnmanagedManager()
     h = m.start(f"attach-{request.node.name}", **kw)
+    _record(h)
     s = Sitl(h)
     request.node.stash[STASH] = [s]
     yield s
@@ -192,6 +210,14 @@ def pytest_runtest_makereport(item, call):
             lines.append(f"mode {v.mode}, armed {v.armed}, relative altitude {v.rel_alt} m")
             lines.append("last STATUSTEXTs:")
             lines += [f"  {t}" for _, _, t in list(v.texts)[-10:]] or ["  (none)"]
+            try:  # a failure to draw never hides the report
+                from .picture import save_link
+
+                d = Path(item.config._tmp_path_factory.getbasetemp()) / "sitlpool-pictures"
+                p = save_link(h.link, d / f"{item.name}-{h.name}.png", title=f"{item.nodeid} ({h.name})")
+                lines.append(f"flight picture: {p}")
+            except Exception as e:  # pragma: no cover
+                lines.append(f"flight picture: not drawn ({e})")
         cwd = getattr(h, "cwd", None)
         if cwd is not None:
             from .process.managed import stderr_tail

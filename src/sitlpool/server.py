@@ -52,7 +52,7 @@ def build(sessions: Sessions) -> MCPServer:
         await call(s.wait_started)
         return {"server_id": s.server_id, "pid": os.getpid(), "pool": list(s.pool.pool), "lock_dir": str(s.pool.lock_dir),
                 "data_dir": str(s.settings.data_dir), "sitl_binary": str(s.settings.sitl_binary or "built-in vehicle"),
-                "sessions": len([x for x in s.sessions.values() if not x.closed]),
+                "sessions": len(s.open_sessions()),
                 "reaped_at_start": [r.as_dict() for r in s.reaped], "uptime_s": round(time.time() - s.started, 1)}
 
     @mcp.tool(annotations=RO)
@@ -81,16 +81,19 @@ def build(sessions: Sessions) -> MCPServer:
     async def open_sitl(model: str = "quad", instance: int | None = None, label: str | None = None, speedup: float = 1,
                         home: str | None = None, params: dict[str, float] | None = None, wipe: bool = True,
                         wait_s: float = 0) -> dict:
-        """Launch a SITL on a leased instance (the configured binary or the built-in vehicle) and connect to it."""
+        """Launch a SITL on a leased instance (the configured binary or the built-in vehicle) and connect to it.
+        model: quad (default), hexa, ... or plane (real ArduPlane beside the configured ArduCopter; the built-in vehicle is a copter only).
+        home: "lat,lon,alt_m,heading_deg"."""
         return (await call(sessions.open, model, instance, label, speedup, home, params, wipe, wait_s)).info()
 
     @mcp.tool(annotations=ACT)
     async def attach_sitl(instance: int | None = None, endpoint: str | None = None, label: str | None = None,
-                          control: bool = False) -> dict:
-        """Attach to a SITL someone else runs (by instance or tcp:HOST:PORT); read-only unless control=True."""
+                          control: bool = False, force: bool = False) -> dict:
+        """Attach to a SITL someone else runs (by instance or tcp:HOST:PORT); read-only unless control=True.
+        control=True on an instance another holder leases is refused, naming the holder; force=True overrides (logged)."""
         if (instance is None) == (endpoint is None):
             raise ToolError("attach_sitl needs exactly one of instance or endpoint (e.g. endpoint='tcp:127.0.0.1:5762')")
-        return (await call(sessions.attach, instance, endpoint, label, control)).info()
+        return (await call(sessions.attach, instance, endpoint, label, control, force)).info()
 
     @mcp.tool(annotations=DESTRUCTIVE)
     async def close_sitl(session_id: str) -> dict:
@@ -100,7 +103,7 @@ def build(sessions: Sessions) -> MCPServer:
     @mcp.tool(annotations=RO)
     async def list_sessions() -> list[dict]:
         """This server's sessions."""
-        return [s.info() for s in sessions.sessions.values() if not s.closed]
+        return [s.info() for s in sessions.open_sessions()]
 
     @mcp.tool(annotations=RO)
     async def snapshot(session_id: str) -> dict:
@@ -108,9 +111,10 @@ def build(sessions: Sessions) -> MCPServer:
         return await call(sessions.snapshot, session_id)
 
     @mcp.tool(annotations=ACT)
-    async def arm(session_id: str) -> dict:
-        """Arm the motors (refusals come back with the vehicle's PreArm reasons)."""
-        return await call(sessions.fly, session_id, "arm")
+    async def arm(session_id: str, wait_ready_s: float = 20) -> dict:
+        """Arm the motors: waits up to wait_ready_s for the vehicle to be ready to arm, then asks; a refusal says
+        what the vehicle answered (or sitlpool's diagnosis). Retry while refused."""
+        return await call(sessions.fly, session_id, "arm", wait_ready_s=wait_ready_s)
 
     @mcp.tool(annotations=ACT)
     async def disarm(session_id: str, force: bool = False) -> dict:
@@ -119,22 +123,24 @@ def build(sessions: Sessions) -> MCPServer:
 
     @mcp.tool(annotations=IDEM)
     async def set_mode(session_id: str, mode: str) -> dict:
-        """Change flight mode (GUIDED, LOITER, ALT_HOLD, STABILIZE, RTL, LAND, BRAKE, AUTO, ...)."""
+        """Change flight mode: copter GUIDED, LOITER, ALT_HOLD, STABILIZE, RTL, LAND, BRAKE, AUTO, ...;
+        plane MANUAL, FBWA, TAKEOFF, LOITER (circles), GUIDED, RTL, AUTO, ... (snapshot's vehicle.kind says which)."""
         return await call(sessions.fly, session_id, "set_mode", mode=mode)
 
     @mcp.tool(annotations=ACT)
     async def takeoff(session_id: str, altitude_m: float) -> dict:
-        """Take off to altitude_m above home (GUIDED and armed first)."""
+        """Take off to altitude_m above home. Copter: GUIDED (set for you if needed), armed first (re-armed if it
+        disarmed itself on the ground). Plane: TAKEOFF mode with TKOFF_ALT, armed for you."""
         return await call(sessions.fly, session_id, "takeoff", altitude_m=altitude_m)
 
     @mcp.tool(annotations=ACT)
     async def goto(session_id: str, lat: float, lon: float, altitude_m: float) -> dict:
-        """Fly to lat/lon at altitude_m above home (GUIDED, flying)."""
+        """Fly to lat/lon at altitude_m above home (copter: GUIDED, flying; plane: circles the point)."""
         return await call(sessions.fly, session_id, "goto", lat=lat, lon=lon, altitude_m=altitude_m)
 
     @mcp.tool(annotations=ACT)
     async def land(session_id: str) -> dict:
-        """Land where the vehicle is."""
+        """Land where the vehicle is (copter; a plane cannot: use rtl)."""
         return await call(sessions.fly, session_id, "land")
 
     @mcp.tool(annotations=ACT)
@@ -144,7 +150,8 @@ def build(sessions: Sessions) -> MCPServer:
 
     @mcp.tool(annotations=RO)
     async def wait_until(session_id: str, condition: str, value: str | float | None = None, timeout_s: float = 30) -> dict:
-        """Wait (at most 55 s) for altitude_above/altitude_below (m), armed, disarmed, mode (name), reached (radius m of the last goto), landed, text. Returns met, timeout or died."""
+        """Wait (at most 55 s) for ready_to_arm, altitude_above/altitude_below (m), armed, disarmed, mode (name),
+        reached (radius m of the last goto), landed, text, mission_item (N), mission_done. Returns met, timeout, died or closed."""
         return await call(sessions.wait_until, session_id, condition, value, timeout_s)
 
     @mcp.tool(annotations=RO)
@@ -155,10 +162,17 @@ def build(sessions: Sessions) -> MCPServer:
 
     @mcp.tool(annotations=IDEM)
     async def set_param(session_id: str, name: str, value: float) -> dict:
-        """Set a vehicle parameter (refused on a read-only attachment)."""
+        """Set a vehicle parameter (refused on a read-only attachment, or when not a finite number)."""
         s = await call(sessions.get, session_id)
         return {"name": name.upper(), "value": await call(s.link.set_param, name, value)}
 
+    try:  # issue 14's tools register themselves; skipped until that module exists
+        from . import toolkit
+    except ImportError as e:
+        if e.name != f"{__package__}.toolkit":
+            raise
+    else:
+        toolkit.register(mcp, sessions, call)
     return mcp
 
 

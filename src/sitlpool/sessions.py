@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import secrets
 import threading
 import time
 from dataclasses import dataclass, field
 
 from .config import load_settings
-from .errors import MavlinkError, SessionError, SitlpoolError
-from .instances import ports
-from .leases import Lease, LeasePool
-from .ports import busy_ports, name_holders, read_sockets
+from .errors import SessionError, SitlpoolError
+from .flight import MAX_ALTITUDE_M, Flight, check_finite, check_home, resolve_binary
+from .instances import out_of_range, ports
+from .leases import Lease, LeasePool, validate_owner
+from .ports import busy_ports, name_holders, read_sockets, taken
 from .process import SitlManager, SitlProcess, discover, kill_instance, reap_orphans
 
 log = logging.getLogger("sitlpool.sessions")
 MAX_BLOCK_S = 55.0  # no tool may block longer than 60 s
-CONDITIONS = ("altitude_above", "altitude_below", "armed", "disarmed", "mode", "reached", "landed", "text")
+CONDITIONS = ("altitude_above", "altitude_below", "armed", "disarmed", "mode", "reached", "landed", "text",
+              "ready_to_arm", "mission_item", "mission_done")
+ARM_WAIT_READY_S = 20.0  # arm waits this long for readiness before it asks the vehicle
 
 
 def new_id() -> str:
@@ -35,16 +39,26 @@ class Session:
     created: float = field(default_factory=time.time)
     last_used: float = field(default_factory=time.monotonic)
     last_goto: tuple[float, float, float] | None = None
+    closing: bool = False  # set before its SITL is killed: a session being closed never reads as died
     closed: bool = False
+    _flight: Flight | None = None
 
     @property
     def link(self):
         return self.handle.link
 
     @property
+    def flight(self) -> Flight:
+        if self._flight is None or self._flight.link is not self.link:
+            self._flight = Flight(self.link)
+        return self._flight
+
+    @property
     def state(self) -> str:
         if self.closed:
             return "closed"
+        if self.closing:
+            return "closing"
         if self.handle.dead or (self.link is not None and self.link.state == "closed"):
             return "died"
         if self.link is not None and self.link.state == "lost":
@@ -81,6 +95,7 @@ class Sessions:
         self.server_id = server_id or new_id()
         self.sessions: dict[str, Session] = {}
         self.leases: dict[int, Lease] = {}
+        self._managers: dict = {}  # binary -> SitlManager, for models flown by another binary of the build
         self.reaped: list = []
         self.started = time.time()
         self._lock = threading.RLock()
@@ -108,54 +123,127 @@ class Sessions:
 
     def get(self, session_id: str) -> Session:
         s = self.sessions.get(session_id)
-        if s is None or s.closed:
-            known = ", ".join(k for k, v in self.sessions.items() if not v.closed) or "none"
-            raise SessionError(f"unknown session {session_id!r}; open sessions: {known} (list_sessions shows them)")
+        if s is None or s.closed or s.closing:
+            known = ", ".join(k for k, v in self.sessions.items() if not (v.closed or v.closing)) or "none"
+            what = f"session {session_id!r} is being closed" if s is not None else f"unknown session {session_id!r}"
+            raise SessionError(f"{what}; open sessions: {known} (list_sessions shows them)")
         s.last_used = time.monotonic()
+        return s
+
+    def open_sessions(self) -> list[Session]:
+        return [s for s in list(self.sessions.values()) if not (s.closed or s.closing)]
+
+    def _add(self, s: Session) -> Session:
+        with self._lock:
+            self.sessions[s.id] = s
+        if s.link is not None:
+            try:  # the toolkit's flight recorder, from the session's first message (absent: skipped)
+                from .mavlink.recorder import attach as record
+            except ImportError:
+                pass
+            else:
+                record(s.link)
         return s
 
     def open(self, model: str = "quad", instance: int | None = None, label: str | None = None, speedup: float = 1.0,
              home: str | None = None, params: dict | None = None, wipe: bool = True, wait_s: float = 0) -> Session:
         if speedup is None or not (0 < speedup <= 1000):
             raise SitlpoolError(f"speedup {speedup} is out of range; use a number above 0 and at most 1000")
+        if label is not None:
+            label = validate_owner(label, "label")
+        if instance is not None:
+            self._check_instance(instance)
+        home = check_home(home)
+        params = {str(k): check_finite(v, f"parameter {k}") for k, v in (params or {}).items()}
+        binary = resolve_binary(self.settings, model)
         sid = new_id()
         label = label or f"{model}-{sid}"
         wait_s = min(max(0.0, wait_s or 0), MAX_BLOCK_S / 2)
-        h = self.manager.start(sid, model=model, instance=instance, wait=wait_s, speedup=speedup, home=home,
-                               params=params, wipe=wipe, owner=self.owner(sid, label),
-                               ready_timeout=min(self.settings.ready_timeout_s, MAX_BLOCK_S - wait_s))
-        s = Session(sid, label, h, "managed")
+        h = self._manager(binary).start(sid, model=model, instance=instance, wait=wait_s, speedup=speedup, home=home,
+                                        params=params, wipe=wipe, owner=self.owner(sid, label),
+                                        ready_timeout=min(self.settings.ready_timeout_s, MAX_BLOCK_S - wait_s))
+        return self._add(Session(sid, label, h, "managed"))
+
+    def _manager(self, binary) -> SitlManager:
+        """The manager launching ``binary`` (another vehicle of the configured build gets its own)."""
+        if binary == self.settings.sitl_binary:
+            return self.manager
         with self._lock:
-            self.sessions[sid] = s
-        return s
+            m = self._managers.get(binary)
+            if m is None:
+                m = self._managers[binary] = SitlManager(self.settings.model_copy(update={"sitl_binary": binary}), self.pool)
+            return m
+
+    def _check_instance(self, instance) -> None:
+        if isinstance(instance, bool) or not isinstance(instance, int):
+            raise SessionError(f"instance {instance!r} is not an instance number; give a whole number, e.g. 40")
+        why = out_of_range(instance)
+        if why:
+            raise SessionError(f"{why}; give an instance number from 1 up")
 
     def attach(self, instance: int | None = None, endpoint: str | None = None, label: str | None = None,
-               control: bool = False) -> Session:
+               control: bool = False, force: bool = False) -> Session:
+        if label is not None:
+            label = validate_owner(label, "label")
+        if instance is not None:
+            self._check_instance(instance)
+        if control:
+            self._check_control(instance, endpoint, force)
         sid = new_id()
         label = label or f"attach-{sid}"
         h = self.manager.attach(sid, instance=instance, endpoint=endpoint, control=control, timeout=10.0)
-        s = Session(sid, label, h, "unmanaged")
-        with self._lock:
-            self.sessions[sid] = s
-        return s
+        return self._add(Session(sid, label, h, "unmanaged"))
+
+    def _check_control(self, instance: int | None, endpoint: str | None, force: bool) -> None:
+        """Control of a vehicle on an instance someone else leases: refused, naming the
+        holder, unless ``force`` (logged: the holder's vehicle may be flying)."""
+        n = instance
+        if n is None and endpoint is not None:
+            from .mavlink.endpoints import parse_endpoint
+            from .process.unmanaged import LOOPBACK, _instance_of_port
+
+            try:
+                _, host, port = parse_endpoint(endpoint)
+            except (SitlpoolError, ValueError):
+                return  # attach itself explains a bad endpoint
+            n = _instance_of_port(port) if host in LOOPBACK else None
+        if n is None:
+            return
+        h = self.pool.holder(n)
+        if h is None or h.pid == os.getpid():
+            return
+        if not force:
+            raise SessionError(f"instance {n} is leased to {h.describe()}: control=True would let you fly its vehicle; "
+                               "attach read-only (control=False), ask its holder, or pass force=True if you must take control")
+        log.warning("control of instance %d forced by request while %s holds it", n, h.describe())
 
     def close(self, session_id: str) -> dict:
         s = self.get(session_id)
-        s.handle.kill(wait=True)
-        s.closed = True
-        self.manager.wait_termination(0)  # drain: the manager forgets handles once reported
+        self._close(s)
         info = s.info()
         info["closed"] = "SITL stopped, lease released" if s.kind == "managed" else "detached; the SITL was left running"
         return info
+
+    def _close(self, s: Session) -> None:
+        s.closing = True  # before the kill: its death is ours, not a crash
+        try:
+            s.handle.kill(wait=True)
+        finally:
+            s.closed = True
+            with self._lock:
+                self.sessions.pop(s.id, None)  # a long-lived server keeps no closed sessions
+            for m in (self.manager, *self._managers.values()):
+                m.wait_termination(0)  # drain: the manager forgets handles once reported
 
     def close_all(self) -> None:
         for s in list(self.sessions.values()):
             if not s.closed:
                 try:
-                    s.handle.kill(wait=True)
+                    self._close(s)
                 except Exception:  # pragma: no cover - best effort at exit
                     log.exception("closing %s", s.id)
-                s.closed = True
+        for m in (self.manager, *self._managers.values()):
+            m.close_all()  # also a launch still in flight: every SITL this server started dies with it
         for lease in list(self.leases.values()):
             lease.release()
         self.leases.clear()
@@ -164,17 +252,19 @@ class Sessions:
         idle_s = self.settings.idle_timeout_s if idle_s is None else idle_s
         now = time.monotonic()
         closed = []
-        for s in list(self.sessions.values()):
-            if not s.closed and now - s.last_used > idle_s:
+        for s in self.open_sessions():
+            if now - s.last_used > idle_s:
                 log.info("session %s idle for %.0fs: closing", s.id, now - s.last_used)
-                s.handle.kill(wait=True)
-                s.closed = True
+                self._close(s)
                 closed.append(s.id)
         return closed
 
     # ---- leases for things the agent launches itself ----------------------------------
 
     def lease(self, owner: str, instance: int | None = None, wait_s: float = 0) -> Lease:
+        owner = validate_owner(owner)  # before the server's own words are added to it
+        if instance is not None:
+            self._check_instance(instance)
         lease = self.pool.acquire(f"{owner} (via sitlpool server {self.server_id})", instance=instance,
                                   wait=min(max(0.0, wait_s or 0), MAX_BLOCK_S))
         self.leases[lease.instance] = lease
@@ -192,7 +282,7 @@ class Sessions:
         return kill_instance(instance, force=force, settings=self.settings, pool=LeasePool.from_settings(self.settings, check=False))
 
     def list_instances(self, all: bool = False) -> dict:
-        mine = {s.handle.instance: s.id for s in self.sessions.values() if not s.closed and s.kind == "managed"}
+        mine = {s.handle.instance: s.id for s in self.open_sessions() if s.kind == "managed"}
         holders = self.pool.status()
         socks = read_sockets()
         busy = {h.instance: busy_ports(ports(h.instance), socks) for h in holders}
@@ -208,46 +298,66 @@ class Sessions:
                "running_without_lease": [d.as_dict() for d in discover(self.settings, self.pool)]}
         if all:
             heldset = {h["instance"] for h in held}
-            out["free"] = [n for n in self.pool.pool if n not in heldset]
+            unleased = [n for n in self.pool.pool if n not in heldset]
+            busy_free = taken([ports(n) for n in unleased])  # an unleased SITL holds them: not free
+            out["free"] = [n for n in unleased if n not in busy_free]
+            if busy_free:
+                name_holders([b for bs in busy_free.values() for b in bs])
+                out["ports_taken"] = [{"instance": n, "state": "ports taken", "busy_ports": [b.describe() for b in bs]}
+                                      for n, bs in busy_free.items()]
         return out
 
     # ---- flying --------------------------------------------------------------------
 
     def snapshot(self, session_id: str) -> dict:
-        s = self.get(session_id)
+        return self._snapshot(self.get(session_id))
+
+    def _snapshot(self, s: Session) -> dict:
         snap = s.info()
         if s.link is not None:
             snap["vehicle"] = s.link.vehicle.as_dict()
             snap["link"] = s.link.state
+            ready, why = s.flight.readiness()
+            snap["vehicle"].update(kind=s.flight.kind, ready_to_arm=ready, not_ready_because=why)
         return snap
 
     def wait_until(self, session_id: str, condition: str, value=None, timeout_s: float = 30) -> dict:
         s = self.get(session_id)
         if condition not in CONDITIONS:
             raise SessionError(f"unknown condition {condition!r}; use one of {', '.join(CONDITIONS)}")
-        timeout_s = min(max(0.0, float(timeout_s)), MAX_BLOCK_S)
+        timeout_s = min(max(0.0, check_finite(timeout_s, "timeout_s")), MAX_BLOCK_S)
         pred = self._predicate(s, condition, value)
         link = s.link
         t0 = time.time()
 
         def check(v):
-            return s.handle.dead or pred(v, t0)
+            return s.handle.dead or s.closing or pred(v, t0)
 
         met = link.wait(check, timeout_s) if link else False
-        if s.handle.dead or (link and link.state in ("closed", "lost") and not pred(link.vehicle, t0)):
+        if s.closing or s.closed:
+            result = "closed"  # closed meanwhile by another call: our doing, not a death
+        elif s.handle.dead or (link and link.state in ("closed", "lost") and not pred(link.vehicle, t0)):
             result = "died"
             s.handle.join(2.0)  # let the handle record how it ended before the snapshot
         else:
             result = "met" if met and pred(link.vehicle, t0) else "timeout"
-        return {"result": result, "condition": condition, "value": value, "snapshot": self.snapshot(session_id)}
+        return {"result": result, "condition": condition, "value": value, "snapshot": self._snapshot(s)}
 
     def _predicate(self, s: Session, condition: str, value):
         def need_number():
             try:
-                return float(value)
+                x = float(value)
             except (TypeError, ValueError):
                 raise SessionError(f"condition {condition} needs a number as value (metres), got {value!r}") from None
+            return check_finite(x, f"condition {condition}'s value", -MAX_ALTITUDE_M, MAX_ALTITUDE_M, "m")
 
+        if condition in ("mission_item", "mission_done"):
+            from .mavlink import mission  # the toolkit's; pymavlink only when a mission condition is asked for
+
+            return mission.predicate(s.link, condition, value)
+        if condition == "ready_to_arm":
+            f = s.flight
+            return lambda v, t0: f.readiness()[0]
         if condition == "altitude_above":
             x = need_number()
             return lambda v, t0: v.rel_alt is not None and v.rel_alt >= x
@@ -272,7 +382,7 @@ class Sessions:
         # reached
         if s.last_goto is None:
             raise SessionError("condition reached needs a goto first: it means within a radius of the last goto target")
-        radius = float(value) if value not in (None, "") else 2.0
+        radius = check_finite(value, "reached radius", 0, 100000, "m") if value not in (None, "") else 2.0
         lat, lon, alt = s.last_goto
 
         def reached(v, t0):
@@ -285,36 +395,32 @@ class Sessions:
         return reached
 
     def fly(self, session_id: str, action: str, **kw) -> dict:
-        """arm, disarm, set_mode, takeoff, goto, land, rtl; waits for the ACK."""
+        """arm, disarm, set_mode, takeoff, goto, land, rtl through the session's Flight (the
+        vehicle's rules); waits for the ACK. ``notes`` says what sitlpool did on its own."""
         s = self.get(session_id)
         link = s.link
         if link is None or s.handle.dead:
             raise SessionError(f"session {session_id} is {s.state}; open a new one")
+        f = s.flight
+        f.notes = []
         if action == "arm":
-            link.arm(kw.get("force", False))
+            f.arm(kw.get("force", False), wait_ready_s=min(max(0.0, kw.get("wait_ready_s", ARM_WAIT_READY_S)), MAX_BLOCK_S / 2))
         elif action == "disarm":
-            link.disarm(kw.get("force", False))
+            f.disarm(kw.get("force", False))
         elif action == "set_mode":
-            link.set_mode(kw["mode"])
+            f.set_mode(kw["mode"])
         elif action == "takeoff":
-            alt = float(kw["altitude_m"])
-            if not alt > 0:
-                raise SessionError(f"takeoff altitude {alt} m must be above 0")
-            link.takeoff(alt)
+            f.takeoff(kw["altitude_m"])
         elif action == "goto":
-            lat, lon, alt = float(kw["lat"]), float(kw["lon"]), float(kw["altitude_m"])
-            if not (-90 <= lat <= 90 and -180 <= lon <= 180):
-                raise SessionError(f"goto ({lat}, {lon}) is not a valid latitude/longitude")
-            if alt < 0:
-                raise SessionError(f"goto altitude {alt} m is below the ground; use a relative altitude ≥ 0")
-            if link.vehicle.mode != "GUIDED":
-                raise MavlinkError(f"goto needs GUIDED mode (the vehicle is in {link.vehicle.mode}); set_mode GUIDED first")
-            link.goto(lat, lon, alt)
-            s.last_goto = (lat, lon, alt)
+            f.goto(kw["lat"], kw["lon"], kw["altitude_m"])
+            s.last_goto = (float(kw["lat"]), float(kw["lon"]), float(kw["altitude_m"]))
         elif action == "land":
-            link.land()
+            f.land()
         elif action == "rtl":
-            link.rtl()
+            f.rtl()
         else:  # pragma: no cover
             raise SessionError(f"unknown action {action}")
-        return {"ok": True, "action": action, "snapshot": self.snapshot(session_id)}
+        out = {"ok": True, "action": action, "snapshot": self._snapshot(s)}
+        if f.notes:
+            out["sitlpool_did"] = list(f.notes)
+        return out

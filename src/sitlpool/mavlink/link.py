@@ -34,6 +34,25 @@ RESULTS = {
     A.MAV_RESULT_IN_PROGRESS: "in progress",
 }
 FORCE_MAGIC = 21196
+SETTLE_S = 0.1  # a command's STATUSTEXTs arrive within this of its COMMAND_ACK
+# EKF_STATUS_REPORT: what ArduPilot's autotest (wait_ready_to_arm) requires before flying on GPS
+EKF_NEEDED = (A.EKF_ATTITUDE | A.EKF_VELOCITY_HORIZ | A.EKF_VELOCITY_VERT | A.EKF_POS_HORIZ_REL
+              | A.EKF_POS_HORIZ_ABS | A.EKF_POS_VERT_ABS | A.EKF_PRED_POS_HORIZ_REL | A.EKF_PRED_POS_HORIZ_ABS)
+EKF_BAD = A.EKF_CONST_POS_MODE | A.EKF_UNINITIALIZED | A.EKF_GPS_GLITCHING
+BOOTING = (A.MAV_STATE_UNINIT, A.MAV_STATE_BOOT)
+
+
+class CommandRefused(MavlinkError):
+    """The vehicle answered a command with something other than ACCEPTED. ``texts`` holds
+    only what it said after the command was sent (its reasons, if it gave any)."""
+
+    def __init__(self, message: str, what: str = "", result: int | None = None, texts: list[str] | None = None):
+        super().__init__(message)
+        self.what, self.result, self.texts = what, result, list(texts or [])
+
+    @property
+    def result_name(self) -> str:
+        return RESULTS.get(self.result, str(self.result))
 
 
 @dataclass
@@ -62,9 +81,25 @@ class VehicleState:
     gps_sats: int | None = None
     home: tuple[float, float, float] | None = None
     is_simulator: bool = False
+    prearm_ok: bool | None = None  # SYS_STATUS pre-arm bit; None: the vehicle does not report it
+    ekf_flags: int | None = None  # EKF_STATUS_REPORT flags; None: never reported
+    ekf_ok_since: float | None = None  # when the EKF last became good enough to fly on GPS
+    mode_since: float | None = None  # when the current mode was entered (as seen in HEARTBEATs)
     last_heartbeat: float | None = None
     first_heartbeat: float | None = None
     texts: deque = field(default_factory=lambda: deque(maxlen=50))  # (unix time, severity, text)
+
+    @property
+    def booting(self) -> bool:
+        """Still starting: a mode set now is lost when it finishes (ArduPilot sets its initial mode)."""
+        # Copter says BOOT; Plane says CALIBRATING in its INITIALISING mode
+        return self.last_heartbeat is None or self.system_status in BOOTING or self.mode == "INITIALISING"
+
+    @property
+    def ekf_ok(self) -> bool | None:
+        if self.ekf_flags is None:
+            return None
+        return self.ekf_flags & EKF_NEEDED == EKF_NEEDED and not self.ekf_flags & EKF_BAD
 
     def heartbeat_age(self) -> float | None:
         return None if self.last_heartbeat is None else time.monotonic() - self.last_heartbeat
@@ -82,6 +117,7 @@ class VehicleState:
             "home": None if self.home is None else {"lat": self.home[0], "lon": self.home[1], "alt_amsl_m": self.home[2]},
             "heartbeat_age_s": None if self.last_heartbeat is None else round(self.heartbeat_age(), 3),
             "is_simulator": self.is_simulator,
+            "prearm_check_ok": self.prearm_ok, "ekf_flags": self.ekf_flags,
             "recent_texts": [t for _, _, t in list(self.texts)[-10:]],
         }
 
@@ -105,6 +141,7 @@ class VehicleLink:
         self.vehicle = VehicleState()
         self.state = "connecting"
         self.error: str | None = None
+        self.source_system = source_system  # our own MAVLink system id (the vehicle's is vehicle.sysid)
         self._mav = A.MAVLink(None, source_system, A.MAV_COMP_ID_MISSIONPLANNER)
         self._mav.robust_parsing = True
         self._sock: socket.socket | None = None
@@ -114,6 +151,9 @@ class VehicleLink:
         self._stop = threading.Event()
         self._params: dict[str, float] = {}
         self._acks: deque = deque(maxlen=20)
+        self._command_lock = threading.Lock()  # one command in flight: its ACK and texts are its own
+        self._last_ack = 0.0
+        self._listeners: list = []  # copied on change, so the link thread iterates without a lock
         self._thread = threading.Thread(target=self._run, name=f"mavlink {self.name}", daemon=True)
 
     # ---- life ---------------------------------------------------------------------
@@ -204,6 +244,11 @@ class VehicleLink:
                     msgs = []
                 for m in msgs:
                     self._handle(m)
+                    for fn in self._listeners:
+                        try:
+                            fn(m)
+                        except Exception:  # a listener's bug must not kill the link
+                            log.exception("%s: listener %r failed on %s", self.name, fn, m.get_type())
         finally:
             if self._sock is not None:
                 self._sock.close()
@@ -228,6 +273,21 @@ class VehicleLink:
             except OSError as e:
                 raise MavlinkError(f"{self.name}: send failed: {e.strerror or e}") from None
 
+    def send(self, msg) -> None:
+        """Send a pymavlink message object on this link (checks nothing: call
+        ``require_writable`` first for anything that changes the vehicle)."""
+        self._send(msg)
+
+    def add_listener(self, fn) -> None:
+        """Call ``fn(msg)`` on the link thread for every message received. ``fn`` must not
+        block (the reader stalls SITL); its exceptions are logged and never stop the link."""
+        with self._cond:
+            self._listeners = [*self._listeners, fn]
+
+    def remove_listener(self, fn) -> None:
+        with self._cond:
+            self._listeners = [f for f in self._listeners if f is not fn]
+
     # ---- what the vehicle says ------------------------------------------------------
 
     def _handle(self, m) -> None:
@@ -241,7 +301,10 @@ class VehicleLink:
                 v.sysid = m.get_srcSystem()
                 v.vehicle_type = m.type
                 v.custom_mode = m.custom_mode
-                v.mode = mode_name(m.type, m.custom_mode)
+                mode = mode_name(m.type, m.custom_mode)
+                if mode != v.mode:
+                    v.mode_since = time.monotonic()
+                v.mode = mode
                 v.armed = bool(m.base_mode & A.MAV_MODE_FLAG_SAFETY_ARMED)
                 v.system_status = m.system_status
                 v.last_heartbeat = time.monotonic()
@@ -262,6 +325,13 @@ class VehicleLink:
             elif t == "SYS_STATUS":
                 v.voltage = m.voltage_battery / 1000 if m.voltage_battery != 65535 else None
                 v.battery_remaining = m.battery_remaining if m.battery_remaining >= 0 else None
+                if m.onboard_control_sensors_present & A.MAV_SYS_STATUS_PREARM_CHECK:
+                    v.prearm_ok = bool(m.onboard_control_sensors_health & A.MAV_SYS_STATUS_PREARM_CHECK)
+            elif t == "EKF_STATUS_REPORT":
+                was = v.ekf_ok
+                v.ekf_flags = m.flags
+                if v.ekf_ok and not was:
+                    v.ekf_ok_since = time.monotonic()
             elif t == "BATTERY_STATUS":
                 if m.battery_remaining >= 0:
                     v.battery_remaining = m.battery_remaining
@@ -303,7 +373,22 @@ class VehicleLink:
     def texts_since(self, t0: float) -> list[str]:
         return [t for when, _, t in list(self.vehicle.texts) if when >= t0]
 
+    def reasons_since(self, t0: float, settle: float = SETTLE_S) -> list[str]:
+        """The reasons the vehicle gave at or after unix time ``t0`` (a command's send time):
+        its NOTICE-or-worse texts (ArduPilot's Arm:/PreArm:/Mode change failed texts; its
+        INFO texts, e.g. "Arming motors", are news, not reasons). They follow the ACK, so
+        wait up to ``settle`` s for one. Never a text from before ``t0``."""
+        def reasons():
+            return [t for when, sev, t in list(self.vehicle.texts) if when >= t0 and sev <= A.MAV_SEVERITY_NOTICE]
+
+        self.wait(lambda _v: bool(reasons()), settle)
+        return list(dict.fromkeys(reasons()))[-3:]
+
     # ---- commands -------------------------------------------------------------------
+
+    def require_writable(self, what: str) -> None:
+        """Raise ReadOnlyLink (read-only attach) or MavlinkError (not connected) before ``what``."""
+        self._writable(what)
 
     def _writable(self, what: str) -> None:
         if self.read_only:
@@ -315,12 +400,35 @@ class VehicleLink:
             raise MavlinkError(f"{self.name}: vehicle not connected ({self.state}{': ' + self.error if self.error else ''})")
 
     def command(self, cmd: int, *params: float, timeout: float = 5.0, what: str = "") -> None:
-        """COMMAND_LONG and wait for its ACK; raise MavlinkError with the vehicle's reasons if refused."""
+        """COMMAND_LONG and wait for its ACK; raise CommandRefused (a MavlinkError) with the
+        vehicle's reasons, said after the command was sent, if refused."""
         what = what or _cmd_name(cmd)
-        self._writable(what)
         p = [float(x) for x in params] + [0.0] * (7 - len(params))
-        t0, t0_wall = time.monotonic(), time.time()
-        self._send(A.MAVLink_command_long_message(self.vehicle.sysid or 1, 1, cmd, 0, *p))
+        self._command(cmd, what, timeout, lambda: A.MAVLink_command_long_message(self.vehicle.sysid or 1, 1, cmd, 0, *p))
+
+    def command_int(self, cmd: int, frame: int, p1: float = 0, p2: float = 0, p3: float = 0, p4: float = 0,
+                    x: int = 0, y: int = 0, z: float = 0, what: str = "", timeout: float = 5.0) -> None:
+        """COMMAND_INT (positions as degE7 integers, as DO_REPOSITION needs), acknowledged as ``command``."""
+        what = what or _cmd_name(cmd)
+        self._command(cmd, what, timeout, lambda: A.MAVLink_command_int_message(
+            self.vehicle.sysid or 1, 1, frame, cmd, 0, 0, float(p1), float(p2), float(p3), float(p4), int(x), int(y), float(z)))
+
+    def _command(self, cmd: int, what: str, timeout: float, make) -> None:
+        self._writable(what)
+        # the texts of the previous command follow its ACK: let them arrive before this one is
+        # sent, so that they are never taken for this command's reasons
+        with self._command_lock:
+            quiet = self._last_ack + SETTLE_S - time.monotonic()
+            if quiet > 0:
+                time.sleep(quiet)
+            try:
+                self._command_once(cmd, what, timeout, make)
+            finally:
+                self._last_ack = time.monotonic()
+
+    def _command_once(self, cmd: int, what: str, timeout: float, make) -> None:
+        t0, t0_wall = time.monotonic(), time.time()  # texts stamped at or after this came after the command
+        self._send(make())
         got: list = []
 
         def acked(_v):
@@ -334,30 +442,19 @@ class VehicleLink:
             raise MavlinkError(f"{self.name}: no COMMAND_ACK for {what} within {timeout:g}s; is the vehicle still there?")
         result = got[0]
         if result != A.MAV_RESULT_ACCEPTED:
-            time.sleep(0.05)  # the reason texts travel next to the ACK
-            reasons = self.texts_since(t0_wall - 0.5)  # the Arm:/PreArm:/Mode change texts of this refusal
-            why = "; ".join(dict.fromkeys(reasons[-3:])) or "no reason given"
-            raise MavlinkError(f"{what} refused by the vehicle ({RESULTS.get(result, result)}): {why}")
+            reasons = self.reasons_since(t0_wall)
+            why = "; ".join(reasons) or "no reason given"
+            raise CommandRefused(f"{what} refused by the vehicle ({RESULTS.get(result, result)}): {why}",
+                                 what, result, reasons)
 
     def arm(self, force: bool = False) -> None:
         self.command(A.MAV_CMD_COMPONENT_ARM_DISARM, 1, FORCE_MAGIC if force else 0, what="arm")
 
     def arm_when_ready(self, timeout: float = 60, retry_every: float = 0.5, on_refused=None) -> None:
-        """Arm, retrying while the vehicle refuses (real SITL's pre-arm checks pass ~24 s
-        after start); ``on_refused(error)`` hears each refusal. Read-only links fail at once."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.arm()
-                return
-            except ReadOnlyLink:
-                raise
-            except MavlinkError as e:
-                if time.monotonic() > deadline:
-                    raise
-                if on_refused is not None:
-                    on_refused(e)
-                time.sleep(retry_every)
+        """Kept for callers of the link alone: the retry loop lives in ``sitlpool.flight.Flight``."""
+        from ..flight import Flight
+
+        Flight(self).arm_when_ready(timeout, retry_every, on_refused)
 
     def disarm(self, force: bool = False) -> None:
         self.command(A.MAV_CMD_COMPONENT_ARM_DISARM, 0, FORCE_MAGIC if force else 0, what="disarm")
@@ -368,7 +465,7 @@ class VehicleLink:
         if key not in mapping:
             raise MavlinkError(f"unknown mode {mode!r}; this vehicle has: {', '.join(sorted(mapping))}")
         self.command(A.MAV_CMD_DO_SET_MODE, A.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED, mapping[key], what=f"mode {key}")
-        self.wait(lambda v: v.mode == key, 3.0)
+        self.wait(lambda v: v.mode == key, 3.0)  # the HEARTBEAT that shows it
 
     def takeoff(self, altitude_m: float) -> None:
         self.command(A.MAV_CMD_NAV_TAKEOFF, 0, 0, 0, 0, 0, 0, altitude_m, what=f"takeoff to {altitude_m:g} m")
@@ -398,6 +495,12 @@ class VehicleLink:
 
     def set_param(self, name: str, value: float, timeout: float = 3.0) -> float:
         key = name.upper()
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise MavlinkError(f"parameter {key}: {value!r} is not a number") from None
+        if not math.isfinite(value):
+            raise MavlinkError(f"parameter {key}: {value} is not a finite number; give a real value")
         self._writable(f"set parameter {key}")
         self.get_param(key, timeout)  # refuse unknown names clearly: ArduPilot ignores them silently
         with self._cond:

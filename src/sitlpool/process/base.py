@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..errors import NotRunning, SitlpoolError, UnknownEndpoint
+from ..errors import NotRunning, ProcessError, SitlpoolError, UnknownEndpoint
 from ..instances import SERIAL_NAMES, Ports
 
 
@@ -180,9 +180,13 @@ class ProcessManager:
         self._dead: list[SitlProcess] = []
         self._cond = threading.Condition()
         self._on_dead = on_dead
+        self._closed = False
 
     def _add(self, handle: SitlProcess) -> SitlProcess:
         with self._cond:
+            if self._closed:
+                raise ProcessError(f"cannot start {handle.name!r}: this manager was closed (close_all); "
+                                   "create a new manager to launch or attach again")
             if handle.name in self.processes:
                 raise SitlpoolError(f"a process named {handle.name!r} already exists in this manager; pick another name")
             self.processes[handle.name] = handle
@@ -219,6 +223,10 @@ class ProcessManager:
         return {h: h.status for h in dead}
 
     def close_all(self, wait: bool = True) -> None:
-        for h in list(self.processes.values()):
+        """Stop every handle, those still starting included; later starts are refused."""
+        with self._cond:
+            self._closed = True
+            handles = list(self.processes.values())
+        for h in handles:
             if not h.dead:
                 h.kill(wait=wait)

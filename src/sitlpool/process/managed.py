@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from .. import pidfiles, procinfo
 from ..config import load_settings
-from ..errors import KillRefused, LeaseError, ProcessError
+from ..errors import KillRefused, LeaseError, ProcessError, SitlpoolError
 from ..instances import Ports, unusable
 from ..instances import ports as _ports_of
 from ..leases import Lease, LeasePool
@@ -51,12 +52,26 @@ def tree_defaults(binary: Path, model: str) -> list[Path]:
     return []
 
 
+# terminal escape sequences (CSI, OSC, others) and the remaining control characters
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+                      r"|\x1b[ -/]*[0-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without terminal escape sequences; other control characters shown as '?'
+    (a binary's raw output must not drive the terminal of whoever reads our error)."""
+    text = _ESCAPES.sub("", text.replace("\r\n", "\n"))
+    return _CONTROLS.sub("?", text.replace("\t", " "))
+
+
 def stderr_tail(path: Path, lines: int = STDERR_TAIL) -> str:
+    """The last ``lines`` lines of a SITL's stderr, made safe to print."""
     try:
         data = path.read_bytes()[-8192:].decode(errors="replace")
     except OSError:
         return ""
-    return "\n".join(data.strip().splitlines()[-lines:])
+    return "\n".join(printable(ln) for ln in data.strip().splitlines()[-lines:])
 
 
 def is_sitl_process(pid: int) -> bool:
@@ -74,23 +89,64 @@ def is_sitl_process(pid: int) -> bool:
 
 @dataclass
 class ReapReport:
-    instance: int
-    action: str  # "killed", "terminated", "gone", "left alone", "recycled pid"
+    instance: int | None  # None for an entry of sessions/ that names no instance
+    action: str  # "terminated", "killed", "gone", "recycled pid", "removed", "dropped", "left alone", "skipped"
     reason: str
     pid: int | None = None
+    signalled: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"instance": self.instance, "action": self.action, "reason": self.reason, "pid": self.pid}
+        return {"instance": self.instance, "action": self.action, "reason": self.reason, "pid": self.pid,
+                "signalled": self.signalled}
+
+    def describe(self) -> str:
+        return (f"instance {self.instance}: " if self.instance is not None else "") + f"{self.action}: {self.reason}"
+
+
+def _same_executable(rec: pidfiles.PidRecord, pid: int) -> bool:
+    running = procinfo.exe(pid)
+    if running is None:
+        return False
+    wanted = rec.exe or os.path.realpath(rec.binary)
+    return os.path.realpath(wanted) == os.path.realpath(running)
+
+
+def kill_target(pid: int) -> tuple[bool, str | None]:
+    """May ``pid`` be killed as a SITL, and with its group? ``(group, None)`` if so, else
+    ``(False, why not)``. Never this process, its group, or pid 1; never a non-SITL; the
+    group only when the SITL leads it and every member is its own child or descendant."""
+    if pid <= 1:
+        return False, f"pid {pid} is never a SITL"
+    if pid == os.getpid():
+        return False, f"pid {pid} is this process"
+    if not is_sitl_process(pid):
+        return False, f"pid {pid} ({proc_name(pid) or '?'}) is not a SITL process"
+    group = procinfo.leads_own_group(pid) and pid != os.getpgrp()
+    return group, None
 
 
 def _reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
-    """With instance's lease held by us: kill what its pid file names, if it is still that process."""
-    rec = pidfiles.read(data_dir, instance)
+    """With instance's lease held by us: kill what its pid file names, if it is still that
+    process. A record that does not match the live process is dropped, never obeyed."""
+    try:
+        rec = pidfiles.load(data_dir, instance)
+    except pidfiles.BadEntry as e:
+        if e.junk:
+            pidfiles.remove(data_dir, instance)  # junk in a regular file: ours to clear under the lease
+            return ReapReport(instance, "removed", f"{e}; removed")
+        return ReapReport(instance, "skipped", f"{e}; skipped")
     if rec is None:
-        if (pidfiles.session_dir(data_dir, instance) / pidfiles.PID_FILE).exists():
-            pidfiles.remove(data_dir, instance)
-            return ReapReport(instance, "removed", "unreadable pid file removed")
         return None
+
+    def drop(why: str) -> ReapReport:
+        pidfiles.remove(data_dir, instance)
+        return ReapReport(instance, "dropped", f"pid file names {rec.describe()}, but {why}: record dropped, "
+                          "nothing signalled", rec.pid)
+
+    if rec.pid <= 1:
+        return drop(f"pid {rec.pid} is never a SITL")
+    if rec.pgid != rec.pid:
+        return drop(f"its group {rec.pgid} is not the SITL's own (sitlpool launches every SITL as its group's leader)")
     if not procinfo.is_alive(rec.pid):
         pidfiles.remove(data_dir, instance)
         return ReapReport(instance, "gone", f"{rec.describe()} is no longer running; pid file removed", rec.pid)
@@ -98,18 +154,32 @@ def _reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
         pidfiles.remove(data_dir, instance)
         return ReapReport(instance, "recycled pid", f"pid {rec.pid} now belongs to another process (start time differs); "
                           "left it alone, pid file removed", rec.pid)
-    how = procinfo.terminate_group(rec.pgid, rec.pid, KILL_GRACE_S)
+    if procinfo.pgid(rec.pid) != rec.pgid:
+        return drop(f"pid {rec.pid} is in group {procinfo.pgid(rec.pid)}, not {rec.pgid}")
+    if not _same_executable(rec, rec.pid):
+        return drop(f"pid {rec.pid} runs executable {procinfo.exe(rec.pid)}, not {rec.exe or rec.binary}")
+    group, why = kill_target(rec.pid)
+    if why:
+        return drop(why)
+    if rec.pgid == os.getpgrp():
+        return drop(f"group {rec.pgid} is the reaper's own")
+    how, signalled = procinfo.terminate(rec.pid, KILL_GRACE_S, group=group)
     pidfiles.remove(data_dir, instance)
-    return ReapReport(instance, how, f"orphan: nobody holds instance {instance}; {rec.describe()} {how}", rec.pid)
+    return ReapReport(instance, how, f"orphan: nobody holds instance {instance}; {rec.describe()} {how}", rec.pid, signalled)
 
 
 def reap_orphans(settings=None, pool: LeasePool | None = None, instances=None) -> list[ReapReport]:
     """For each ``sessions/<n>/sitl.pid``: if n's lease can be taken, nothing alive holds n,
-    so the SITL it names is an orphan: kill its group (start ticks verified). Else leave it."""
+    so the SITL it names is an orphan: kill it (verified against the live process). Else
+    leave it. Every bad entry is skipped and reported; none stops the others."""
     s = settings or load_settings()
     pool = pool or LeasePool.from_settings(s, check=False)
     out: list[ReapReport] = []
-    todo = pidfiles.instances_with_records(s.data_dir) if instances is None else instances
+    if instances is None:
+        todo, bad = pidfiles.scan(s.data_dir)
+        out += [ReapReport(None, "skipped", why) for why in bad]
+    else:
+        todo = instances
     for n in todo:
         try:
             lease = pool.acquire(f"sitlpool reaper pid {os.getpid()}", instance=n, check=False, allow_reserved=True)
@@ -117,10 +187,15 @@ def reap_orphans(settings=None, pool: LeasePool | None = None, instances=None) -
             h = pool.holder(n)
             out.append(ReapReport(n, "left alone", f"instance {n} is held by {h.describe() if h else 'someone'}"))
             continue
+        except (SitlpoolError, OSError, ValueError) as e:
+            out.append(ReapReport(n, "skipped", f"{pidfiles.session_dir(s.data_dir, n)}: {e}; skipped"))
+            continue
         try:
             r = _reap_locked(s.data_dir, n)
             if r:
                 out.append(r)
+        except (SitlpoolError, OSError, ValueError) as e:  # one bad entry never stops the others
+            out.append(ReapReport(n, "skipped", f"{pidfiles.session_dir(s.data_dir, n)}: {e}; skipped"))
         finally:
             lease.release()
     return out
@@ -132,21 +207,27 @@ class KillReport:
     killed: list[str] = field(default_factory=list)
     left_alone: list[str] = field(default_factory=list)
     still_busy: list[str] = field(default_factory=list)
+    signalled: list[int] = field(default_factory=list)  # every pid a signal was sent to
 
     def as_dict(self) -> dict:
-        return {"instance": self.instance, "killed": self.killed, "left_alone": self.left_alone, "still_busy": self.still_busy}
+        return {"instance": self.instance, "killed": self.killed, "left_alone": self.left_alone,
+                "still_busy": self.still_busy, "signalled": self.signalled}
 
     def describe(self) -> str:
         parts = [f"instance {self.instance}:"]
         parts.append("killed " + "; ".join(self.killed) if self.killed else "nothing to kill")
+        if self.signalled:
+            parts.append("signalled pids " + ", ".join(map(str, self.signalled)) + ";")
         if self.left_alone:
-            parts.append("left alone (not a SITL): " + "; ".join(self.left_alone))
+            parts.append("left alone: " + "; ".join(self.left_alone))
         parts.append("ports still taken: " + ", ".join(self.still_busy) if self.still_busy else "ports free")
         return " ".join(parts)
 
 
 def kill_instance(instance: int, force: bool = False, settings=None, pool: LeasePool | None = None) -> KillReport:
-    """Kill the stray SITL on an instance nobody holds (holding its lease throughout)."""
+    """Kill the stray SITL on an instance nobody holds (holding its lease throughout). Only
+    SITL processes are signalled: a SITL's group only when it leads it and every member is
+    its own; anything else holding a port is reported, never signalled."""
     s = settings or load_settings()
     pool = pool or LeasePool.from_settings(s, check=False)
     why = unusable(instance)
@@ -170,6 +251,9 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
         r = _reap_locked(s.data_dir, instance)
         if r and r.action in ("terminated", "killed"):
             report.killed.append(f"pid {r.pid} from the pid file ({r.action})")
+            report.signalled += r.signalled
+        elif r and r.action in ("dropped", "skipped"):
+            report.left_alone.append(r.reason)
         busy = name_holders(busy_ports(lease.ports))
         seen: set[int] = set()
         for b in busy:
@@ -180,18 +264,14 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
             if h.pid in seen:
                 continue
             seen.add(h.pid)
-            if is_sitl_process(h.pid):
-                pg = procinfo.pgid(h.pid) or h.pid
-                # never the group of the caller itself
-                target_pg = pg if pg != os.getpgrp() else None
-                if target_pg is None:
-                    os.kill(h.pid, signal.SIGTERM)
-                    how = "terminated"
-                else:
-                    how = procinfo.terminate_group(target_pg, h.pid, KILL_GRACE_S)
-                report.killed.append(f"{h.name} pid {h.pid} on {b.proto}:{b.port} ({how})")
-            else:
-                report.left_alone.append(b.describe())
+            group, why = kill_target(h.pid)
+            if why:
+                report.left_alone.append(f"{b.describe()}: {why}")
+                continue
+            how, signalled = procinfo.terminate(h.pid, KILL_GRACE_S, group=group)
+            report.signalled += [p for p in signalled if p not in report.signalled]
+            whom = f"its group {h.pid}" if group else "that process only (its group is not its own)"
+            report.killed.append(f"{h.name} pid {h.pid} on {b.proto}:{b.port} ({how}; signalled {whom})")
         report.still_busy = [b.describe() for b in name_holders(busy_ports(lease.ports))]
     finally:
         lease.release()
@@ -202,7 +282,8 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
 
 
 class ManagedSitl(SitlProcess):
-    """A SITL launched by sitlpool on a leased instance. The launcher stays its parent."""
+    """A SITL launched by sitlpool on a leased instance. The launcher stays its parent, and
+    the SITL dies with the launcher's process (a parent-death signal set before exec)."""
 
     def __init__(self, process_manager, name: str, *, model: str = "quad", instance: int | None = None,
                  wait: float = 0, home: str | None = None, speedup: float | None = None,
@@ -227,6 +308,11 @@ class ManagedSitl(SitlProcess):
         self.argv: list[str] = []
         self._thread_error: BaseException | None = None
         self._waiter: threading.Thread | None = None
+        # spawn, kill and the waiter agree through this lock: no launch after kill, and no
+        # signal to a pid once it is reaped (it could name another process by then)
+        self._life = threading.Lock()
+        self._spawning = False
+        self._reaped = False
 
     @property
     def instance(self) -> int | None:
@@ -244,17 +330,21 @@ class ManagedSitl(SitlProcess):
     def _binary(self) -> Path | None:
         return self.settings.sitl_binary
 
+    def _defaults_files(self) -> list[str]:
+        files = self.defaults
+        if files is None and self.settings.sitl_defaults:
+            files = [f for f in self.settings.sitl_defaults.split(",") if f]
+        if files is None and self._binary:
+            files = [str(p) for p in tree_defaults(self._binary, self.model)]
+        return list(files or [])
+
     def _command(self, n: int) -> list[str]:
         binary = self._binary
         cmd = [str(binary)] if binary else builtin_command()
         cmd += ["-I", str(n), "--model", self.model, "--speedup", f"{self.speedup:g}"]
         if self.home:
             cmd += ["--home", self.home]
-        files = self.defaults
-        if files is None and self.settings.sitl_defaults:
-            files = [f for f in self.settings.sitl_defaults.split(",") if f]
-        if files is None and binary:
-            files = [str(p) for p in tree_defaults(binary, self.model)]
+        files = self._defaults_files()
         if files:
             cmd += ["--defaults", ",".join(files)]
         if self.wipe:
@@ -265,53 +355,93 @@ class ManagedSitl(SitlProcess):
         """Under n's lease: a SITL that our pid file for n names is an orphan (nobody else
         can hold n now), reaped at once so a crash never strands the instance; then the
         port probe."""
-        if pidfiles.read(self.settings.data_dir, n) is not None:
+        try:
             r = _reap_locked(self.settings.data_dir, n)
-            if r and r.action in ("terminated", "killed"):
-                log.warning("%s", r.reason)
+        except (SitlpoolError, OSError) as e:  # a bad entry never blocks the pool scan
+            r = ReapReport(n, "skipped", str(e))
+        if r and r.action != "gone":
+            log.warning("instance %s: %s", n, r.reason)
         return probe(_ports_of(n))
 
-    def spawn(self) -> None:
-        if self.popen is not None:
-            raise ProcessError(f"{self.name} was already spawned; create a new handle to launch again")
+    def _check_files(self) -> None:
         binary = self._binary
         if binary is not None and not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
             raise ProcessError(f"SITL binary {binary} is not an executable file; fix SITLPOOL_SITL_BINARY or unset it "
                                "to use the built-in vehicle")
-        self.lease = self.pool.acquire(self.owner, instance=self.requested_instance, check=self._check, wait=self.wait_s)
+        for f in self._defaults_files():
+            # real SITL starts without it and spins at 100% CPU once its first client connects
+            if not os.path.isfile(f):
+                raise ProcessError(f"defaults file {f} does not exist (SITL would hang on it after its first client); "
+                                   "fix SITLPOOL_SITL_DEFAULTS or the defaults given, or leave them unset")
+
+    def spawn(self) -> None:
+        with self._life:
+            if self._spawning or self.popen is not None:
+                raise ProcessError(f"{self.name} was already spawned; create a new handle to launch again")
+            if self.quitting:
+                raise ProcessError(f"{self.name} was stopped before it was launched")
+            self._spawning = True
         try:
+            self._check_files()
+            self.lease = self.pool.acquire(self.owner, instance=self.requested_instance, check=self._check,
+                                           wait=self.wait_s)
             n = self.lease.instance
-            self.cwd = pidfiles.session_dir(self.settings.data_dir, n)
             try:
+                self.cwd = pidfiles.session_dir(self.settings.data_dir, n)
+                pidfiles.check_dir(self.settings.data_dir, n)  # never through a symlink: files would land elsewhere
                 self.cwd.mkdir(parents=True, exist_ok=True)
+            except pidfiles.BadEntry as e:
+                raise ProcessError(f"cannot use instance {n}'s directory: {e}") from None
             except OSError as e:
                 raise ProcessError(f"cannot create the SITL's directory {self.cwd}: {e.strerror}; "
                                    "make SITLPOOL_DATA_DIR writable or point it elsewhere") from None
             self.argv = self._command(n)
-            with open(self.cwd / "stdout", "wb") as out, open(self.cwd / "stderr", "wb") as err:
-                self.popen = subprocess.Popen(self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                              start_new_session=True, close_fds=True)
-            ticks = procinfo.start_ticks(self.popen.pid) or 0
-            pidfiles.write(self.settings.data_dir, pidfiles.PidRecord(
-                instance=n, pid=self.popen.pid, pgid=self.popen.pid, start_ticks=ticks, binary=self.argv[0],
-                argv=self.argv, owner=self.owner, holder_pid=os.getpid()))
-        except BaseException:
-            if self.popen is not None:
-                procinfo.signal_group(self.popen.pid, signal.SIGKILL)
-                self.popen.wait()
-                pidfiles.remove(self.settings.data_dir, self.lease.instance)
-            self.lease.release()
+            try:
+                out, err = open(self.cwd / "stdout", "wb"), open(self.cwd / "stderr", "wb")
+            except OSError as e:
+                raise ProcessError(f"cannot create the SITL's output files in {self.cwd}: {e.strerror}; "
+                                   "free space there or point SITLPOOL_DATA_DIR elsewhere") from None
+            with out, err, self._life:
+                if self.quitting:
+                    raise ProcessError(f"{self.name} was stopped before it was launched")
+                self.popen = procinfo.popen_tied(self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=out,
+                                                 stderr=err, start_new_session=True, close_fds=True)
+            pid = self.popen.pid
+            try:
+                pidfiles.write(self.settings.data_dir, pidfiles.PidRecord(
+                    instance=n, pid=pid, pgid=pid, start_ticks=procinfo.start_ticks(pid) or 0, binary=self.argv[0],
+                    argv=self.argv, owner=self.owner, holder_pid=os.getpid(), exe=procinfo.exe(pid) or ""))
+            except OSError as e:
+                raise ProcessError(f"cannot write the pid file {self.cwd / pidfiles.PID_FILE}: "
+                                   f"{e.strerror or e}; the SITL was killed and instance {n} released "
+                                   "(free space there, or remove what is in the way)") from None
+        except BaseException as e:
+            self._abort_launch(e)
             raise
         self._waiter = threading.Thread(target=self._wait_exit, name=f"waiter {self.name}", daemon=True)
         self._waiter.start()
+
+    def _abort_launch(self, error: BaseException) -> None:
+        """A launch failed part-way: kill and reap what was started, release the lease, end the handle."""
+        if self.popen is not None:
+            with self._life:
+                procinfo.signal_group(self.popen.pid, signal.SIGKILL)  # not reaped yet: the group is still ours
+                self.popen.wait()
+                self._reaped = True
+            pidfiles.remove(self.settings.data_dir, self.lease.instance, self.popen.pid)
+        if self.lease is not None:
+            self.lease.release()
+        self._finish(Status.lost(f"launch failed: {error}"))
 
     def _wait_exit(self) -> None:
         """Blocks in waitid until the SITL exits: death is seen with no polling delay."""
         try:
             pid = self.popen.pid
             os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped: its pgid cannot be reused
-            procinfo.signal_group(pid, signal.SIGKILL)  # anything it left in its group
-            _, ws = os.waitpid(pid, 0)
+            with self._life:
+                procinfo.signal_group(pid, signal.SIGKILL)  # anything it left in its group
+                _, ws = os.waitpid(pid, 0)
+                self._reaped = True
             self.popen.returncode = os.waitstatus_to_exitcode(ws)
             status = Status.from_wait_status(ws, self.quitting)
         except BaseException as e:  # pragma: no cover - keep the reason for verify_threads_state
@@ -351,24 +481,30 @@ class ManagedSitl(SitlProcess):
                 + (f"; last lines of its stderr:\n{tail}" if tail else " (its stderr is empty)"))
 
     def kill(self, wait: bool = False) -> None:
-        """SIGTERM the group, SIGKILL after a short grace; reaped, pid file removed, lease released."""
-        if self.popen is None:
+        """SIGTERM the group, SIGKILL after a short grace; reaped, pid file removed, lease released.
+        Real SITL dies of the SIGTERM before its setup and exits 0 after it: both end here."""
+        with self._life:
+            self._quitting.set()
+            popen, spawning = self.popen, self._spawning
+            if popen is not None and not self._reaped and not self.dead:
+                if self.link is not None:
+                    self.link.close()  # we stop it on purpose: no "vehicle closed" warning
+                procinfo.signal_group(popen.pid, signal.SIGTERM)
+                threading.Thread(target=self._escalate, daemon=True, name=f"kill {self.name}").start()
+        if popen is None and not spawning:
             if self.lease:
                 self.lease.release()
             self._finish(Status.detached("never spawned"))
             return
-        if not self.dead:
-            self._quitting.set()
-            if self.link is not None:
-                self.link.close()  # we stop it on purpose: no "vehicle closed" warning
-            procinfo.signal_group(self.popen.pid, signal.SIGTERM)
-            threading.Thread(target=self._escalate, daemon=True, name=f"kill {self.name}").start()
+        # a spawn in progress sees the request before it launches, or is killed as above
         if wait:
             self.join()
 
     def _escalate(self) -> None:
         if not self._dead.wait(KILL_GRACE_S):
-            procinfo.signal_group(self.popen.pid, signal.SIGKILL)
+            with self._life:
+                if not self._reaped:
+                    procinfo.signal_group(self.popen.pid, signal.SIGKILL)
 
     def verify_threads_state(self) -> None:
         if self._thread_error is not None:

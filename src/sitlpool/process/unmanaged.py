@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from .. import procinfo
 from ..config import load_settings
-from ..errors import NotRunning, ResolveError
-from ..instances import MAX_INSTANCE, SERIAL0_BASE, SERIAL_NAMES, Ports, ports
+from ..errors import ConfigError, InstanceError, NotRunning, ResolveError
+from ..instances import MAX_INSTANCE, SERIAL0_BASE, SERIAL_NAMES, Ports, out_of_range, ports
 from ..leases import LeasePool
 from ..mavlink.endpoints import parse_endpoint
 from ..ports import TCP_ESTABLISHED, TCP_LISTEN, bound, busy_ports, clients, name_holders, read_sockets
@@ -83,6 +83,11 @@ class NameService:
         socks = read_sockets(("tcp",), tcp_states=(1 << TCP_LISTEN) | (1 << TCP_ESTABLISHED))
         listening = {s.local_port for s in socks if s.state == TCP_LISTEN}
         candidates = [serial] if serial else ["serial1", "serial2"]  # never SERIAL0 unless asked: its client is the owner's
+        serial0 = f"tcp:127.0.0.1:{p.serial0}"
+        if not serial and not (listening & {p.serial1, p.serial2}) and not clients(p.serial0, socks):
+            return None, (f"instance {n}'s SITL is still waiting for its first client on SERIAL0 ({serial0}); it opens "
+                          "SERIAL1/2 only once that client connects. Wait for its owner to connect, or, if the SITL is "
+                          f"yours, attach to {serial0} itself")
         taken = []
         for name in candidates:
             port = p.serial(name)
@@ -95,7 +100,7 @@ class NameService:
             who = ", ".join(c.describe() for c in cl)
             taken.append(f"{name} (tcp:{port}) is used by {who}")
         return None, (f"instance {n} has no free serial port to attach to (SITL serves one client per port): "
-                      + "; ".join(taken) + (". Ask for serial='serial0' only if you own that SITL" if not serial else ""))
+                      + "; ".join(taken) + (f". Attach to SERIAL0 ({serial0}) only if that SITL is yours" if not serial else ""))
 
     def resolve_endpoint(self, endpoint: str) -> tuple[Resolved | None, str]:
         proto, host, port = parse_endpoint(endpoint)
@@ -120,9 +125,14 @@ class UnmanagedSitl(SitlProcess):
                  host_id: str | None = None, control: bool = False, serial: str | None = None,
                  period: float = 0.1, lost_after: float = 2.5, name_service: NameService | None = None):
         if (instance is None) == (endpoint is None):
-            raise ValueError("attach needs exactly one of instance=N or endpoint='tcp:HOST:PORT'")
+            raise ConfigError("attach needs exactly one of an instance number or an endpoint tcp:HOST:PORT")
+        if instance is not None:
+            why = "is not a whole number" if isinstance(instance, bool) or not isinstance(instance, int) else out_of_range(instance)
+            if why:
+                raise InstanceError(f"instance {instance} {why.removeprefix(f'instance {instance} ')}; attach to an "
+                                    f"instance from 0 to {MAX_INSTANCE}")
         if serial is not None and serial not in SERIAL_NAMES:
-            raise ValueError(f"serial {serial!r}: use one of {', '.join(SERIAL_NAMES)}")
+            raise ConfigError(f"serial port {serial!r}: use one of {', '.join(SERIAL_NAMES)}")
         if endpoint is not None:
             _, host, port = parse_endpoint(endpoint)
             local = host in LOOPBACK

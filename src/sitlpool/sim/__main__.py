@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 MODELS = {"quad", "copter", "+", "x", "hexa", "quadplus", "quadx"}
-DEFAULT_HOME = "-35.363261,149.165230,584,353"  # ArduPilot's CMAC field
+DEFAULT_HOME = "-35.3632621,149.1652374,584,353"  # real SITL's default: ArduPilot's CMAC field
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,9 +34,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sysid", type=int)
     for k in range(8):
         p.add_argument(f"--serial{k}", help="serial0: tcp:0 boots without waiting for a client" if k == 0 else argparse.SUPPRESS)
-    p.add_argument("--ready-delay", type=float, default=4.0,
-                   help="sim seconds until GPS/EKF are ready (arming and GUIDED refused before)")
+    p.add_argument("--ready-delay", type=float, default=41.5,
+                   help="sim seconds until the EKF uses GPS (41.5 as on real SITL); the whole boot "
+                        "timeline (GPS detected, pre-arm checks passing) scales with it")
     return p
+
+
+def _join_values(argv: list[str]) -> list[str]:
+    """``--home -35.3,149.1,584,353``: a value starting with '-' is still the option's value,
+    as SITL (getopt) takes it; argparse would read it as an option."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--home", "-O", "--ready-delay") and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{a}={argv[i + 1]}" if a.startswith("--") else a + argv[i + 1])
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
 
 
 def _set_process_name(name: bytes) -> None:
@@ -50,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # SITL never handles SIGINT
     _set_process_name(b"sitlpool-sim")
-    a = parser().parse_args(argv)
+    a = parser().parse_args(_join_values(argv))
     if not a.model:
         print("You must specify a vehicle model.", flush=True)
         sys.exit(1)

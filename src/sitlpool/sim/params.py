@@ -6,63 +6,20 @@ import json
 import os
 from pathlib import Path
 
-# (value, MAV_PARAM_TYPE): 2=INT8 4=INT16 6=INT32 9=REAL32
-DEFAULTS: dict[str, tuple[float, int]] = {
-    "SYSID_THISMAV": (1, 4),
-    "SYSID_MYGCS": (255, 4),
-    "FORMAT_VERSION": (120, 4),
-    "FRAME_CLASS": (1, 2),
-    "FRAME_TYPE": (1, 2),
-    "SIM_SPEEDUP": (1, 9),
-    "ARMING_CHECK": (1, 6),
-    "DISARM_DELAY": (10, 2),
-    "RTL_ALT": (1500, 6),
-    "RTL_ALT_FINAL": (0, 6),
-    "RTL_LOIT_TIME": (5000, 6),
-    "RTL_SPEED": (0, 4),
-    "WPNAV_SPEED": (1000, 9),
-    "WPNAV_SPEED_UP": (250, 9),
-    "WPNAV_SPEED_DN": (150, 9),
-    "WPNAV_RADIUS": (200, 9),
-    "WPNAV_ACCEL": (250, 9),
-    "PILOT_SPEED_UP": (250, 4),
-    "PILOT_SPEED_DN": (0, 4),
-    "LAND_SPEED": (50, 4),
-    "LAND_SPEED_HIGH": (0, 4),
-    "LAND_ALT_LOW": (1000, 4),
-    "FENCE_ENABLE": (0, 2),
-    "FENCE_ALT_MAX": (100, 9),
-    "FENCE_RADIUS": (300, 9),
-    "BATT_MONITOR": (4, 2),
-    "BATT_CAPACITY": (3300, 6),
-    "BATT_LOW_VOLT": (10.5, 9),
-    "BATT_FS_LOW_ACT": (0, 2),
-    "FS_THR_ENABLE": (1, 2),
-    "FS_GCS_ENABLE": (0, 2),
-    "FLTMODE1": (7, 2),
-    "FLTMODE2": (9, 2),
-    "FLTMODE3": (6, 2),
-    "FLTMODE4": (3, 2),
-    "FLTMODE5": (5, 2),
-    "FLTMODE6": (0, 2),
-    "GPS_TYPE": (1, 2),
-    "EK3_ENABLE": (1, 2),
-    "AHRS_EKF_TYPE": (3, 2),
-    "INS_GYRO_FILTER": (20, 4),
-    "MOT_SPIN_ARM": (0.1, 9),
-    "MOT_SPIN_MIN": (0.15, 9),
-    "MOT_THST_HOVER": (0.39, 9),
-    "ANGLE_MAX": (3000, 4),
-    "LOG_BITMASK": (176126, 6),
-    "SERIAL0_BAUD": (115, 6),
-    "SERIAL0_PROTOCOL": (2, 2),
-    "SERIAL1_PROTOCOL": (2, 2),
-    "SERIAL2_PROTOCOL": (2, 2),
-    "SIM_GPS_DISABLE": (0, 2),
-    "SIM_BATT_VOLTAGE": (12.6, 9),
-    "SIM_WIND_SPD": (0, 9),
-    "SIM_WIND_DIR": (180, 9),
-}
+from .params47 import TABLE
+
+
+def _table() -> dict[str, tuple[float, int]]:
+    out: dict[str, tuple[float, int]] = {}
+    for line in TABLE.splitlines():
+        name, ptype, value = line.split()
+        out[name] = (float(value), int(ptype))
+    return out
+
+
+# name -> (value, MAV_PARAM_TYPE: 2=INT8 4=INT16 6=INT32 9=REAL32), in ArduCopter 4.7's index order
+DEFAULTS: dict[str, tuple[float, int]] = _table()
+SYSID = "MAV_SYSID"  # SYSID_THISMAV before 4.7
 
 
 def parse_parm_file(path: Path) -> dict[str, float]:
@@ -83,7 +40,8 @@ def parse_parm_file(path: Path) -> dict[str, float]:
 
 
 class Params:
-    """Name -> value, in a stable order, persisted as JSON in ``eeprom.bin``."""
+    """Name -> value, in ArduCopter's order, persisted with the mission as JSON in ``eeprom.bin``
+    (``{"params": {...}, "mission": [...]}``), so both survive a reboot as on the real board."""
 
     def __init__(self, eeprom: Path, defaults_files: list[Path], wipe: bool, sysid: int | None, speedup: float):
         self.eeprom = eeprom
@@ -91,21 +49,26 @@ class Params:
         values = {k: float(v) for k, (v, _) in DEFAULTS.items()}
         for f in defaults_files:
             for k, v in parse_parm_file(f).items():
-                self.types.setdefault(k, 9)
-                values[k] = v
+                if k in values:  # ArduPilot ignores names it does not have (copter.parm's ARSPD_*)
+                    values[k] = v
+        self.mission: list[list[float]] = []
         if not wipe and eeprom.exists():
             try:
                 saved = json.loads(eeprom.read_text() or "{}")
+                if "params" in saved:
+                    self.mission = [list(map(float, it)) for it in saved.get("mission", [])]
+                    saved = saved["params"]
                 for k, v in saved.items():
-                    self.types.setdefault(k, 9)
-                    values[k] = float(v)
-            except (ValueError, AttributeError):
+                    if k in values:
+                        values[k] = float(v)
+            except (ValueError, AttributeError, TypeError):
                 pass  # a damaged eeprom is like a wiped one, as on the real board
         if sysid is not None:
-            values["SYSID_THISMAV"] = float(sysid)
+            values[SYSID] = float(sysid)
         values["SIM_SPEEDUP"] = float(speedup)
         self.values = values
         self.names = list(values)
+        self.index = {k: i for i, k in enumerate(self.names)}
         self.save()
 
     def __getitem__(self, name: str) -> float:
@@ -123,7 +86,11 @@ class Params:
         self.save()
         return True
 
+    def save_mission(self, items: list[list[float]]) -> None:
+        self.mission = items
+        self.save()
+
     def save(self) -> None:
         tmp = self.eeprom.with_name(f".{self.eeprom.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.values))
+        tmp.write_text(json.dumps({"params": self.values, "mission": self.mission}))
         os.replace(tmp, self.eeprom)

@@ -14,27 +14,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..instances import ports as instance_ports
-from .copter import MODES, Copter, MissionItem, mavlink
-from .params import Params
+from . import telemetry
+from .ftp import FtpServer
+from .copter import BOOT_TEXTS, MODES, Copter, MissionItem, mavlink
+from .params import SYSID, Params
 
 A = mavlink
 TICK_S = 0.04  # wall seconds per main-loop tick (25 Hz)
 MAX_SUBSTEP = 0.05  # sim seconds per physics sub-step
-HEARTBEAT_HZ = 1.0
-DEFAULT_RATES = {  # Hz of sim time, per link, until a client asks for others
-    "SYS_STATUS": 1, "GPS_RAW_INT": 1, "GLOBAL_POSITION_INT": 4, "LOCAL_POSITION_NED": 4, "ATTITUDE": 4, "VFR_HUD": 4,
-    "BATTERY_STATUS": 1, "SYSTEM_TIME": 1, "SIMSTATE": 1, "HOME_POSITION": 0.2, "MISSION_CURRENT": 1,
-}
-STREAMS = {  # REQUEST_DATA_STREAM ids, as ArduPilot groups them
-    A.MAV_DATA_STREAM_EXTENDED_STATUS: ("SYS_STATUS", "GPS_RAW_INT", "MISSION_CURRENT"),
-    A.MAV_DATA_STREAM_POSITION: ("GLOBAL_POSITION_INT", "LOCAL_POSITION_NED"),
-    A.MAV_DATA_STREAM_EXTRA1: ("ATTITUDE", "SIMSTATE"),
-    A.MAV_DATA_STREAM_EXTRA2: ("VFR_HUD",),
-    A.MAV_DATA_STREAM_EXTRA3: ("BATTERY_STATUS", "SYSTEM_TIME", "HOME_POSITION"),
-}
-MSG_IDS = {name: getattr(A, f"MAVLINK_MSG_ID_{name}") for name in list(DEFAULT_RATES) + ["HEARTBEAT"]}
-MSG_NAMES = {v: k for k, v in MSG_IDS.items()}
+STREAMS = telemetry.STREAMS
+MSG_IDS, MSG_NAMES = telemetry.MSG_IDS, telemetry.MSG_NAMES
 OUTBUF_LIMIT = 1 << 20
+# ArduPilot stores mission frames in their float form: an _INT frame comes back as its twin
+STORED_FRAME = {A.MAV_FRAME_GLOBAL_INT: A.MAV_FRAME_GLOBAL, A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT:
+                A.MAV_FRAME_GLOBAL_RELATIVE_ALT, A.MAV_FRAME_GLOBAL_TERRAIN_ALT_INT: A.MAV_FRAME_GLOBAL_TERRAIN_ALT}
+STATUSTEXT_ID = A.MAVLINK_MSG_ID_STATUSTEXT
+STREAM_PARAMS = {"RAW_SENS": A.MAV_DATA_STREAM_RAW_SENSORS, "EXT_STAT": A.MAV_DATA_STREAM_EXTENDED_STATUS,
+                 "RC_CHAN": A.MAV_DATA_STREAM_RC_CHANNELS, "POSITION": A.MAV_DATA_STREAM_POSITION,
+                 "EXTRA1": A.MAV_DATA_STREAM_EXTRA1, "EXTRA2": A.MAV_DATA_STREAM_EXTRA2,
+                 "EXTRA3": A.MAV_DATA_STREAM_EXTRA3}
+# results ArduCopter 4.7 SITL gives, disarmed on the ground, for commands the sim has nothing
+# to simulate for (measured with all parameters 0); anything not listed is UNSUPPORTED
+PASSIVE_RESULTS = {
+    A.MAV_CMD_DO_SET_RELAY: 0, A.MAV_CMD_DO_REPEAT_RELAY: 0, A.MAV_CMD_DO_SET_ROI_LOCATION: 0,
+    A.MAV_CMD_DO_SET_ROI: 0, A.MAV_CMD_DO_DIGICAM_CONFIGURE: 0, A.MAV_CMD_DO_DIGICAM_CONTROL: 0,
+    A.MAV_CMD_DO_SET_CAM_TRIGG_DIST: 0, A.MAV_CMD_DO_FENCE_ENABLE: 0, A.MAV_CMD_DO_PARACHUTE: 0,
+    A.MAV_CMD_DO_SPRAYER: 0, A.MAV_CMD_START_RX_PAIR: 0, A.MAV_CMD_BATTERY_RESET: 0,
+    43004: 0, A.MAV_CMD_NAV_LOITER_UNLIM: 0, A.MAV_CMD_NAV_VTOL_LAND: 0,
+    A.MAV_CMD_DO_SET_SERVO: 4, A.MAV_CMD_DO_REPEAT_SERVO: 4, A.MAV_CMD_DO_FLIGHTTERMINATION: 4,
+    A.MAV_CMD_DO_GRIPPER: 4, A.MAV_CMD_DO_MOUNT_CONFIGURE: 4, A.MAV_CMD_DO_MOUNT_CONTROL: 4,
+    A.MAV_CMD_IMAGE_START_CAPTURE: 4, A.MAV_CMD_VIDEO_START_CAPTURE: 4, A.MAV_CMD_VIDEO_STOP_CAPTURE: 4,
+    A.MAV_CMD_ACCELCAL_VEHICLE_POS: 4, A.MAV_CMD_DO_WINCH: 4, A.MAV_CMD_NAV_VTOL_TAKEOFF: 4,
+    A.MAV_CMD_IMAGE_STOP_CAPTURE: 0, 42001: 0, 42003: 0, 42006: 0,  # the Solo buttons, FIXED_MAG_CAL_YAW
+    A.MAV_CMD_PREFLIGHT_STORAGE: 2, A.MAV_CMD_SET_EKF_SOURCE_SET: 2,
+}
+
+
+def _f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 def log(text: str) -> None:
@@ -49,10 +66,15 @@ class Link:
     sock: socket.socket
     parser: object
     encoder: object
-    rates: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RATES))
+    # ArduCopter 4.7 streams nothing but HEARTBEAT on any port until a client asks
+    # (REQUEST_DATA_STREAM, SET_MESSAGE_INTERVAL): Hz of sim time per message name
+    rates: dict[str, float] = field(default_factory=dict)
     due: dict[str, float] = field(default_factory=dict)
+    hb_interval: float = 1.0
     out: bytearray = field(default_factory=bytearray)
-    upload: dict | None = None  # a mission upload in progress: count, items
+    upload: dict | None = None  # a mission upload in progress: count, items, type
+    active: bool = False  # has sent us MAVLink: ArduPilot sends STATUSTEXTs only to such links
+    warned: set = field(default_factory=set)
 
 
 @dataclass
@@ -83,6 +105,17 @@ class Simulator:
         Path("logs").mkdir(exist_ok=True)
         self.params = Params(Path("eeprom.bin"), cfg.defaults, cfg.wipe, cfg.sysid, cfg.speedup)
         self.copter = Copter(self.params, cfg.home, cfg.ready_delay, self.send, self.request_reboot)
+        self.ftp_server = FtpServer(self.params)
+        self.copter.on_home = self._home_changed
+        self.copter.on_health_change = lambda: self.send(self.msg("SYS_STATUS"))
+
+    def msg(self, name: str):
+        return telemetry.build(self.copter, name)
+
+    def _home_changed(self) -> None:
+        # as ArduPilot: every port hears of a new home (and the EKF origin) at once
+        self.send(self.msg("GPS_GLOBAL_ORIGIN"))
+        self.send(self.msg("HOME_POSITION"))
 
     # ---- sockets ----------------------------------------------------------------
 
@@ -101,8 +134,7 @@ class Simulator:
         return s
 
     def boot_ports(self) -> None:
-        self.listen("serial1", self.ports.serial1)
-        self.listen("serial2", self.ports.serial2)
+        # the RC input first: once SERIAL1/2 listen, every port a client can look for is bound
         rc = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         rc_port = self.cfg.rc_in_port or self.ports.rc_in
         try:
@@ -113,6 +145,8 @@ class Simulator:
         rc.setblocking(False)
         self.rc_sock = rc
         self.sel.register(rc, selectors.EVENT_READ, ("rc", None))
+        self.listen("serial1", self.ports.serial1)
+        self.listen("serial2", self.ports.serial2)
         for name, s in self.listeners.items():
             if name not in self.links:
                 s.setblocking(False)
@@ -121,12 +155,13 @@ class Simulator:
     def attach(self, name: str, conn: socket.socket) -> None:
         conn.setblocking(False)
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sysid = int(self.params.get("SYSID_THISMAV", 1))
+        sysid = int(self.params.get(SYSID, 1))
         parser = A.MAVLink(None, sysid, 1)
         parser.robust_parsing = True
         link = Link(name, conn, parser, A.MAVLink(None, sysid, 1))
         now = self.copter.t
-        link.due = {k: now for k in link.rates}
+        link.due = {"HEARTBEAT": now + link.hb_interval}
+        self.apply_stream_params(link)
         self.links[name] = link
         self.sel.register(conn, selectors.EVENT_READ, ("link", name))
         # one client per port: stop accepting until this one leaves (the kernel still
@@ -135,7 +170,18 @@ class Simulator:
             self.sel.unregister(self.listeners[name])
         except KeyError:
             pass
-        self.send(self.copter.message("HEARTBEAT"), link)
+        self.send(self.msg("HEARTBEAT"), link)
+
+    def apply_stream_params(self, link: Link) -> None:
+        """A port's MAVn_ stream-rate parameters (SRn_ before 4.7), as ArduPilot applies them:
+        SERIAL0 is MAV1, SERIAL1 MAV2, SERIAL2 MAV3; 0 (the default) streams nothing."""
+        n = int(link.name[-1]) + 1
+        for suffix, sid in STREAM_PARAMS.items():
+            hz = self.params.get(f"MAV{n}_{suffix}", 0.0)
+            for name in STREAMS[sid]:
+                if hz > 0 or name in link.rates:
+                    link.rates[name] = hz
+                    link.due.setdefault(name, self.copter.t)
 
     def detach(self, link: Link) -> None:
         self.sel.unregister(link.sock)
@@ -146,10 +192,12 @@ class Simulator:
     def send(self, msg, link: Link | None = None) -> None:
         if msg is None:
             return
+        text = link is None and msg.get_msgId() == STATUSTEXT_ID
         for lk in [link] if link else list(self.links.values()):
-            if lk.name not in self.links:
+            if lk.name not in self.links or (text and not lk.active):
                 continue
             data = msg.pack(lk.encoder)
+            lk.encoder.seq = (lk.encoder.seq + 1) % 256  # each link numbers its packets, as ArduPilot does
             if len(lk.out) < OUTBUF_LIMIT:  # a client that reads nothing loses telemetry, not us
                 lk.out += data
             self.flush(lk)
@@ -183,8 +231,8 @@ class Simulator:
             self.attach("serial0", conn)
         signal.signal(signal.SIGTERM, self._sigterm)
         self.boot_ports()
-        self.copter.text(A.MAV_SEVERITY_INFO, "ArduCopter V4.7.0-dev (sitlpool sim)")
-        self.copter.text(A.MAV_SEVERITY_INFO, f"Frame: QUAD/X  instance {cfg.instance}")
+        self.boot_texts = True
+        self.started = time.monotonic()
         self.loop()
 
     def _sigterm(self, *_):
@@ -218,6 +266,11 @@ class Simulator:
                 os._exit(1)
             sim_dt = (now - last) * self.cfg.speedup
             last = now
+            if self.boot_texts and (any(lk.active for lk in self.links.values()) or now - self.started > 1.0):
+                # real SITL says these ~1 s after its first client, by when that client has spoken
+                self.boot_texts = False
+                for sev, tx in BOOT_TEXTS:
+                    self.copter.text(sev, tx)
             while sim_dt > 1e-9:
                 d = min(sim_dt, MAX_SUBSTEP)
                 self.copter.step(d)
@@ -229,16 +282,15 @@ class Simulator:
     def telemetry(self) -> None:
         t = self.copter.t
         for lk in list(self.links.values()):
-            hb = lk.due.get("HEARTBEAT", 0.0)
-            if t >= hb:
-                lk.due["HEARTBEAT"] = t + 1.0 / HEARTBEAT_HZ
-                self.send(self.copter.message("HEARTBEAT"), lk)
+            if lk.hb_interval > 0 and t >= lk.due.get("HEARTBEAT", 0.0):
+                lk.due["HEARTBEAT"] = t + lk.hb_interval
+                self.send(self.msg("HEARTBEAT"), lk)
             for name, hz in lk.rates.items():
                 if hz <= 0:
                     continue
                 if t >= lk.due.get(name, 0.0):
                     lk.due[name] = max(lk.due.get(name, 0.0) + 1.0 / hz, t)
-                    self.send(self.copter.message(name), lk)
+                    self.send(self.msg(name), lk)
 
     def read(self, lk: Link | None) -> None:
         if lk is None:
@@ -257,7 +309,9 @@ class Simulator:
         except Exception:
             msgs = []
         for m in msgs:
-            self.handle(m, lk)
+            if m.get_type() != "BAD_DATA":
+                lk.active = True
+                self.handle(m, lk)
 
     def read_rc(self) -> None:
         try:
@@ -287,17 +341,19 @@ class Simulator:
     def handle(self, m, lk: Link) -> None:
         t = m.get_type()
         c = self.copter
-        sysid = int(self.params.get("SYSID_THISMAV", 1))
+        sysid = int(self.params.get(SYSID, 1))
         target = getattr(m, "target_system", None)
         if target not in (None, 0, sysid) and t not in ("PING", "TIMESYNC"):
             return
         if t == "COMMAND_LONG":
             self.command(m.command, [m.param1, m.param2, m.param3, m.param4, m.param5, m.param6, m.param7], lk, m)
         elif t == "COMMAND_INT":
-            self.command(m.command, [m.param1, m.param2, m.param3, m.param4, m.x / 1e7, m.y / 1e7, m.z], lk, m)
+            self.command(m.command, [m.param1, m.param2, m.param3, m.param4, m.x / 1e7, m.y / 1e7, m.z], lk, m,
+                         frame=m.frame)
         elif t == "SET_MODE":
             c.set_mode(m.custom_mode, lk)
         elif t == "PARAM_REQUEST_LIST":
+            self.banner()  # ArduPilot sends its banner when a GCS fetches the parameters
             for i, name in enumerate(self.params.names):
                 self.param_value(name, lk, i)
         elif t == "PARAM_REQUEST_READ":
@@ -310,29 +366,35 @@ class Simulator:
             if self.params.set(name, m.param_value):
                 if name == "SIM_SPEEDUP" and m.param_value > 0:
                     self.cfg.speedup = float(m.param_value)
+                if name[:3] == "MAV" and name[3:4].isdigit() and name[5:] in STREAM_PARAMS:
+                    link = self.links.get(f"serial{int(name[3]) - 1}")
+                    if link is not None:
+                        self.apply_stream_params(link)
                 self.param_value(name, None)  # every GCS hears of a change
-            else:
-                c.text(A.MAV_SEVERITY_WARNING, f"Unknown parameter {name}", lk)
         elif t == "REQUEST_DATA_STREAM":
             ids = list(STREAMS) if m.req_stream_id == A.MAV_DATA_STREAM_ALL else [m.req_stream_id]
+            hz = float(m.req_message_rate) if m.start_stop else 0.0
             for sid in ids:
                 for name in STREAMS.get(sid, ()):
-                    lk.rates[name] = float(m.req_message_rate) if m.start_stop else 0.0
+                    lk.rates[name] = hz
                     lk.due[name] = c.t
         elif t == "SET_POSITION_TARGET_GLOBAL_INT":
-            if not c.goto(m.lat_int / 1e7, m.lon_int / 1e7, self._rel_alt(m.coordinate_frame, m.alt)):
-                c.text(A.MAV_SEVERITY_WARNING, "Guided target refused: not flying in GUIDED", lk)
+            if (m.type_mask & 0b111) != 0b111:
+                c.goto(m.lat_int / 1e7, m.lon_int / 1e7, c.alt_from(m.coordinate_frame, m.alt))
+            elif (m.type_mask & 0b111000) != 0b111000:
+                c.set_velocity(m.vx, m.vy, m.vz)
         elif t == "SET_POSITION_TARGET_LOCAL_NED":
-            if not self._local_target(m):
-                c.text(A.MAV_SEVERITY_WARNING, "Guided target refused: not flying in GUIDED", lk)
-        elif t in ("MISSION_COUNT", "MISSION_ITEM", "MISSION_ITEM_INT", "MISSION_REQUEST_LIST", "MISSION_REQUEST",
-                   "MISSION_REQUEST_INT", "MISSION_CLEAR_ALL", "MISSION_SET_CURRENT") and not (
-                   t.startswith("MISSION_ITEM") and m.current == 2):
-            self.mission_protocol(t, m, lk)
-        elif t == "MISSION_ITEM_INT" and m.current == 2:
-            ok = c.goto(m.x / 1e7, m.y / 1e7, self._rel_alt(m.frame, m.z))
+            self._local_target(m)
+        elif t in ("MISSION_ITEM", "MISSION_ITEM_INT") and m.current == 2:
+            scale = 1e7 if t == "MISSION_ITEM_INT" else 1.0  # a guided go-to (dronekit's simple_goto)
+            ok = c.goto(m.x / scale, m.y / scale, c.alt_from(m.frame, m.z))
             self.send(A.MAVLink_mission_ack_message(m.get_srcSystem(), m.get_srcComponent(),
                                                     A.MAV_MISSION_ACCEPTED if ok else A.MAV_MISSION_ERROR, 0), lk)
+        elif t in ("MISSION_COUNT", "MISSION_ITEM", "MISSION_ITEM_INT", "MISSION_REQUEST_LIST", "MISSION_REQUEST",
+                   "MISSION_REQUEST_INT", "MISSION_CLEAR_ALL", "MISSION_SET_CURRENT"):
+            self.mission_protocol(t, m, lk)
+        elif t == "FILE_TRANSFER_PROTOCOL":
+            self.ftp(m, lk)
         elif t == "RC_CHANNELS_OVERRIDE":
             c.rc_override(m.chan3_raw)
         elif t == "PING" and m.target_system == 0:
@@ -340,8 +402,20 @@ class Simulator:
         elif t == "TIMESYNC" and m.tc1 == 0:
             self.send(A.MAVLink_timesync_message(time.monotonic_ns(), m.ts1), lk)
 
+    def banner(self) -> None:
+        for tx in (*telemetry.BANNER, telemetry.frame_text(self.copter)):
+            self.copter.text(A.MAV_SEVERITY_INFO, tx)
+
+    def ftp(self, m, lk: Link) -> None:
+        for reply in self.ftp_server.handle(bytes(m.payload)):
+            self.send(A.MAVLink_file_transfer_protocol_message(0, m.get_srcSystem(), m.get_srcComponent(),
+                                                               list(reply)), lk)
+
     def mission_protocol(self, t: str, m, lk: Link) -> None:
-        """Mission upload, download, clear and set-current (mission_type 0 only)."""
+        """Mission upload, download, clear and set-current, as ArduPilot 4.7 answers them:
+        items kept exactly as uploaded (frames and altitudes), item 0 is home, uploads are
+        pulled with MISSION_REQUEST, a MISSION_REQUEST is answered with MISSION_ITEM plus a
+        warning. Fence and rally lists are empty."""
         c = self.copter
         to = (m.get_srcSystem(), m.get_srcComponent())
         mtype = getattr(m, "mission_type", 0)
@@ -349,31 +423,48 @@ class Simulator:
         def ack(result: int) -> None:
             self.send(A.MAVLink_mission_ack_message(*to, result, mtype), lk)
 
+        def warn_once(text: str) -> None:
+            if text not in lk.warned:
+                lk.warned.add(text)
+                c.text(A.MAV_SEVERITY_WARNING, text)
+
         if mtype != A.MAV_MISSION_TYPE_MISSION:
-            ack(A.MAV_MISSION_UNSUPPORTED)
+            if t == "MISSION_REQUEST_LIST":
+                self.send(A.MAVLink_mission_count_message(*to, 0, mtype), lk)
+            elif t in ("MISSION_CLEAR_ALL",) or (t == "MISSION_COUNT" and m.count == 0):
+                ack(A.MAV_MISSION_ACCEPTED)
+            elif t in ("MISSION_COUNT", "MISSION_ITEM", "MISSION_ITEM_INT", "MISSION_REQUEST", "MISSION_REQUEST_INT"):
+                ack(A.MAV_MISSION_UNSUPPORTED)
             return
         if t == "MISSION_COUNT":
             if m.count == 0:
-                c.mission, c.mission_seq = [], 1
+                c.set_mission([])
                 ack(A.MAV_MISSION_ACCEPTED)
                 return
             lk.upload = {"count": m.count, "items": []}
-            self.send(A.MAVLink_mission_request_int_message(*to, 0, mtype), lk)
+            self.send(A.MAVLink_mission_request_message(*to, 0, mtype), lk)
         elif t in ("MISSION_ITEM", "MISSION_ITEM_INT"):
             up = lk.upload
             if up is None:
                 ack(A.MAV_MISSION_DENIED)
                 return
+            if t == "MISSION_ITEM":
+                warn_once("got MISSION_ITEM; GCS should send MISSION_ITEM_INT")
             if m.seq == len(up["items"]):
-                scale = 1e7 if t == "MISSION_ITEM_INT" else 1.0
-                alt = self._rel_alt(m.frame, m.z)
-                up["items"].append(MissionItem(m.command, m.x / scale, m.y / scale, alt,
-                                               (m.param1, m.param2, m.param3, m.param4), m.frame))
+                if t == "MISSION_ITEM_INT":
+                    lat, lon = m.x / 1e7, m.y / 1e7
+                else:  # ArduPilot converts float degrees in single precision: keep what it keeps
+                    lat, lon = _f32(_f32(m.x) * 1e7) / 1e7, _f32(_f32(m.y) * 1e7) / 1e7
+                up["items"].append(MissionItem(m.command, lat, lon, float(m.z),
+                                               (m.param1, m.param2, m.param3, m.param4),
+                                               STORED_FRAME.get(m.frame, m.frame), m.autocontinue))
             if len(up["items"]) < up["count"]:
-                self.send(A.MAVLink_mission_request_int_message(*to, len(up["items"]), mtype), lk)
+                self.send(A.MAVLink_mission_request_message(*to, len(up["items"]), mtype), lk)
                 return
-            c.mission, c.mission_seq, lk.upload = up["items"], 1, None
+            c.set_mission(up["items"])
+            lk.upload = None
             ack(A.MAV_MISSION_ACCEPTED)
+            c.text(A.MAV_SEVERITY_INFO, "Flight plan received")
         elif t == "MISSION_REQUEST_LIST":
             self.send(A.MAVLink_mission_count_message(*to, len(c.mission), mtype), lk)
         elif t in ("MISSION_REQUEST", "MISSION_REQUEST_INT"):
@@ -381,18 +472,24 @@ class Simulator:
                 ack(A.MAV_MISSION_INVALID_SEQUENCE)
                 return
             it = c.mission[m.seq]
-            lat, lon, alt = (c.home_lat, c.home_lon, 0.0) if m.seq == 0 else (it.lat, it.lon, it.alt)
-            self.send(A.MAVLink_mission_item_int_message(
-                *to, m.seq, A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT if m.seq else A.MAV_FRAME_GLOBAL_INT, it.command,
-                int(m.seq == c.mission_seq), 1, *it.params, int(lat * 1e7), int(lon * 1e7),
-                alt if m.seq else c.home_alt, mtype), lk)
+            if m.seq == 0:  # home, as ArduPilot reports it
+                it = MissionItem(A.MAV_CMD_NAV_WAYPOINT, c.home_lat, c.home_lon, c.home_alt, frame=A.MAV_FRAME_GLOBAL)
+            if t == "MISSION_REQUEST_INT":
+                self.send(A.MAVLink_mission_item_int_message(
+                    *to, m.seq, it.frame, it.command, 0, it.autocontinue, *it.params, int(round(it.lat * 1e7)),
+                    int(round(it.lon * 1e7)), it.alt, mtype), lk)
+            else:
+                self.send(A.MAVLink_mission_item_message(
+                    *to, m.seq, it.frame, it.command, 0, it.autocontinue, *it.params, it.lat, it.lon, it.alt, mtype), lk)
+                warn_once("got MISSION_REQUEST; use MISSION_REQUEST_INT!")
         elif t == "MISSION_CLEAR_ALL":
-            c.mission, c.mission_seq = [], 1
+            c.set_mission([])
             ack(A.MAV_MISSION_ACCEPTED)
         elif t == "MISSION_SET_CURRENT":
             if 0 < m.seq < len(c.mission):
                 c.mission_seq = m.seq
-            self.send(c.message("MISSION_CURRENT"), None)
+                c.mission_done = False
+                self.send(c.mission_current())
 
     def _local_target(self, m) -> bool:
         """SET_POSITION_TARGET_LOCAL_NED: a position (LOCAL_NED from home; *_OFFSET_NED from
@@ -415,51 +512,108 @@ class Simulator:
             return c.set_velocity(vn, ve, m.vz)
         return False
 
-    def _rel_alt(self, frame: int, alt: float) -> float:
-        if frame in (A.MAV_FRAME_GLOBAL, A.MAV_FRAME_GLOBAL_INT):
-            return alt - self.copter.home_alt
-        return alt
-
     def param_value(self, name: str, lk: Link | None, index: int | None = None) -> None:
         idx = self.params.names.index(name) if index is None else index
         self.send(A.MAVLink_param_value_message(name.encode(), self.params[name], self.params.types[name],
                                                 len(self.params.names), idx), lk)
 
-    def command(self, cmd: int, p: list[float], lk: Link, m) -> None:
+    def command(self, cmd: int, p: list[float], lk: Link, m, frame: int | None = None) -> None:
+        """COMMAND_LONG / COMMAND_INT (``frame`` given; p[4], p[5] in degrees)."""
         c = self.copter
+        after = None  # something to send after the ACK
         if cmd == A.MAV_CMD_COMPONENT_ARM_DISARM:
             force = int(p[1]) == 21196
             r = c.arm(force, lk) if p[0] >= 0.5 else c.disarm(force=force, link=lk)
         elif cmd == A.MAV_CMD_DO_SET_MODE:
-            r = c.set_mode(int(p[1]), lk)
+            r = c.set_mode(int(p[1]), lk) if int(p[0]) & A.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED else A.MAV_RESULT_DENIED
         elif cmd == A.MAV_CMD_NAV_TAKEOFF:
-            r = c.takeoff(p[6], lk)
+            r = c.takeoff(0.0 if math.isnan(p[6]) else p[6], lk)
         elif cmd == A.MAV_CMD_NAV_LAND:
             r = c.set_mode(MODES["LAND"], lk)
         elif cmd == A.MAV_CMD_NAV_RETURN_TO_LAUNCH:
             r = c.set_mode(MODES["RTL"], lk)
         elif cmd == A.MAV_CMD_CONDITION_YAW:
-            r = c.condition_yaw(p[0], bool(p[3]), int(p[2]) if p[2] else 1)
+            r = (A.MAV_RESULT_DENIED if math.isnan(p[0]) else
+                 c.condition_yaw(p[0], bool(p[3] == p[3] and p[3]), -1 if p[2] == -1 else 1))
         elif cmd == A.MAV_CMD_DO_CHANGE_SPEED:
             r = c.change_speed(p[1])
         elif cmd == A.MAV_CMD_DO_REPOSITION:
-            r = 0 if c.goto(p[4], p[5], p[6]) else 4
+            if frame is None:
+                r = A.MAV_RESULT_UNSUPPORTED  # ArduCopter takes DO_REPOSITION only as COMMAND_INT
+            else:
+                if int(p[1]) & 1 and c.mode != MODES["GUIDED"]:
+                    c.set_mode(MODES["GUIDED"], lk)
+                # NaN or 0 latitude/longitude and NaN altitude mean "where it is", as on ArduPilot
+                lat, lon = (p[4], p[5]) if (p[4] or p[5]) and not math.isnan(p[4] + p[5]) else (c.lat, c.lon)
+                alt = c.alt if math.isnan(p[6]) else c.alt_from(frame, p[6])
+                r = A.MAV_RESULT_ACCEPTED if c.goto(lat, lon, alt) else A.MAV_RESULT_FAILED
         elif cmd == A.MAV_CMD_PREFLIGHT_REBOOT_SHUTDOWN:
             r = c.reboot(lk) if int(p[0]) == 1 else A.MAV_RESULT_UNSUPPORTED
         elif cmd == A.MAV_CMD_SET_MESSAGE_INTERVAL:
             name = MSG_NAMES.get(int(p[0]))
-            if name and name != "HEARTBEAT":
-                us = p[1]
-                lk.rates[name] = DEFAULT_RATES[name] if us == 0 else (0.0 if us < 0 else 1e6 / us)
+            r = A.MAV_RESULT_ACCEPTED if name else A.MAV_RESULT_FAILED
+            us = p[1]
+            if name == "HEARTBEAT":
+                lk.hb_interval = 1.0 if us == 0 else (0.0 if us < 0 else us / 1e6)
+            elif name:
+                lk.rates[name] = 0.0 if us <= 0 else 1e6 / us
                 lk.due[name] = c.t
-                r = A.MAV_RESULT_ACCEPTED
-            else:
-                r = A.MAV_RESULT_DENIED if name else A.MAV_RESULT_UNSUPPORTED
-        elif cmd == A.MAV_CMD_REQUEST_MESSAGE:
+        elif cmd == A.MAV_CMD_GET_MESSAGE_INTERVAL:
             name = MSG_NAMES.get(int(p[0]))
-            r = A.MAV_RESULT_ACCEPTED if name else A.MAV_RESULT_UNSUPPORTED
+            r = A.MAV_RESULT_ACCEPTED if name else A.MAV_RESULT_FAILED
             if name:
-                self.send(c.message(name), lk)
+                hz = (1.0 / lk.hb_interval if lk.hb_interval else 0.0) if name == "HEARTBEAT" else lk.rates.get(name, 0.0)
+                after = A.MAVLink_message_interval_message(int(p[0]), int(1e6 / hz) if hz > 0 else -1)
+        elif cmd in (A.MAV_CMD_REQUEST_MESSAGE, A.MAV_CMD_GET_HOME_POSITION, A.MAV_CMD_REQUEST_AUTOPILOT_CAPABILITIES):
+            mid = {A.MAV_CMD_GET_HOME_POSITION: A.MAVLINK_MSG_ID_HOME_POSITION,
+                   A.MAV_CMD_REQUEST_AUTOPILOT_CAPABILITIES: A.MAVLINK_MSG_ID_AUTOPILOT_VERSION}.get(cmd, int(p[0]))
+            name = MSG_NAMES.get(mid)
+            if cmd == A.MAV_CMD_REQUEST_AUTOPILOT_CAPABILITIES and int(p[0]) != 1:
+                name = None
+            r = A.MAV_RESULT_ACCEPTED if name or mid == A.MAVLINK_MSG_ID_PARAM_VALUE else A.MAV_RESULT_FAILED
+            after = self.msg(name) if name else None  # None (e.g. no home yet): accepted, nothing sent
+        elif cmd == A.MAV_CMD_MISSION_START:
+            r = c.set_mode(MODES["AUTO"], lk)
+            first = int(p[0])
+            if r == A.MAV_RESULT_ACCEPTED:
+                if 0 < first < len(c.mission):
+                    c.mission_seq, c.mission_done = first, False
+                c.mission_started = True
+        elif cmd == A.MAV_CMD_DO_SET_MISSION_CURRENT:
+            seq = int(p[0])
+            r = A.MAV_RESULT_ACCEPTED if 0 < seq < len(c.mission) else A.MAV_RESULT_FAILED
+            if r == A.MAV_RESULT_ACCEPTED:
+                c.mission_seq, c.mission_done = seq, False
+                after = c.mission_current()
+        elif cmd == A.MAV_CMD_DO_SET_HOME:
+            if int(p[0]) == 1 or not (p[4] or p[5]):
+                c.set_home_here() if c.home_set else None
+            else:
+                c.home_n, c.home_e = c.local(p[4], p[5])
+                c.home_up = c.alt_from(frame if frame is not None else A.MAV_FRAME_GLOBAL, p[6])
+                c.on_home()
+            r = A.MAV_RESULT_ACCEPTED
+        elif cmd == A.MAV_CMD_DO_SEND_BANNER:
+            self.banner()
+            r = A.MAV_RESULT_ACCEPTED
+        elif cmd == A.MAV_CMD_DO_MOTOR_TEST:
+            c.text(A.MAV_SEVERITY_INFO, "starting motor test")
+            c.text(A.MAV_SEVERITY_INFO, "finished motor test")
+            r = A.MAV_RESULT_ACCEPTED
+        elif cmd == A.MAV_CMD_CONTROL_HIGH_LATENCY:
+            c.text(A.MAV_SEVERITY_INFO, "High Latency disabled")
+            r = A.MAV_RESULT_ACCEPTED
+        elif cmd == A.MAV_CMD_DO_LAND_START:
+            c.text(A.MAV_SEVERITY_WARNING, "Unable to start landing sequence")
+            c.text(A.MAV_SEVERITY_WARNING, "Mode change to AUTO RTL failed: No landing sequence found")
+            r = A.MAV_RESULT_FAILED
+        elif cmd == A.MAV_CMD_DO_PAUSE_CONTINUE:
+            r = c.pause(int(p[0]) == 0)
+        elif cmd == A.MAV_CMD_DO_AUX_FUNCTION:
+            c.text(A.MAV_SEVERITY_INFO, f"Invalid channel option ({int(p[0])})")
+            r = A.MAV_RESULT_FAILED
         else:
-            r = A.MAV_RESULT_UNSUPPORTED
+            r = PASSIVE_RESULTS.get(cmd, A.MAV_RESULT_UNSUPPORTED)
         self.send(A.MAVLink_command_ack_message(cmd, r, 0, 0, m.get_srcSystem(), m.get_srcComponent()), lk)
+        if after is not None:
+            self.send(after, lk)

@@ -1,0 +1,178 @@
+"""The fleet's command-line forms, wired into ``sitlpool`` (cli.py) one line each:
+``sitlpool ray-resources``, ``sitlpool batch FILE [--ray ADDRESS]`` and
+``sitlpool status --ray ADDRESS [--json]``. Importing this module does not import Ray."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import io
+import json
+import sys
+from pathlib import Path
+
+from ..errors import SitlpoolError
+
+
+def ray_resources_json(settings=None) -> str:
+    """The ``--resources`` JSON for ``ray start`` on this node: its pool's size as ``sitl``."""
+    from .fleet import ray_resources
+
+    return json.dumps(ray_resources(settings))
+
+
+def add_subcommands(sub) -> None:
+    """``ray-resources`` and ``batch`` on sitlpool's subparsers."""
+    r = sub.add_parser("ray-resources", help="the JSON for ray start --resources: this node's pool as the sitl resource",
+                       description='ray start ... --resources "$(sitlpool ray-resources)"')
+    r.set_defaults(fn=cmd_ray_resources)
+    b = sub.add_parser("batch", help="run a scenario file's items on SITLs across a Ray cluster (JSON lines out)",
+                       description="FILE is a Python module with items() (the scenarios) and run(sitl, item) "
+                                   "(one scenario on a ready, leased SITL). One JSON line per item, in item order; "
+                                   "exit 1 if any item failed.")
+    b.add_argument("file", help="the scenario module (.py)")
+    b.add_argument("--ray", metavar="ADDRESS", help="the cluster's head (HOST:PORT); default: a Ray of this machine")
+    b.add_argument("--model", default="quad")
+    b.add_argument("--speedup", type=float, default=None, help="SITL speedup (default SITLPOOL_SPEEDUP)")
+    b.add_argument("--retries", type=int, default=1, help="times an item lost with its node runs again elsewhere")
+    b.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="the per-node progress bar on stderr (default: when stderr is a terminal)")
+    b.set_defaults(fn=cmd_batch)
+
+
+def add_status_option(status_parser) -> None:
+    """``--ray ADDRESS`` on ``sitlpool status``."""
+    status_parser.add_argument("--ray", metavar="ADDRESS", help="every node of the Ray cluster at ADDRESS (HOST:PORT)")
+
+
+def cmd_ray_resources(a) -> int:
+    print(ray_resources_json())
+    return 0
+
+
+def load_scenarios(path: str):
+    """The user's scenario module, shipped to the nodes by value (they need not have the file)."""
+    p = Path(path)
+    if not p.is_file():
+        raise SitlpoolError(f"scenario file {path} does not exist; give a .py file with items() and run(sitl, item)")
+    spec = importlib.util.spec_from_file_location(f"sitlpool_batch_{abs(hash(str(p.resolve())))}", p)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        raise SitlpoolError(f"scenario file {path} failed to load: {type(e).__name__}: {e}; fix it and run again") from None
+    for name in ("items", "run"):
+        if not callable(getattr(mod, name, None)):
+            raise SitlpoolError(f"scenario file {path} has no function {name}(); it needs items() and run(sitl, item)")
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(mod)
+    return mod
+
+
+def _jsonable(x):
+    try:
+        json.dumps(x)
+        return x
+    except (TypeError, ValueError):
+        return repr(x)
+
+
+def batch_lines(results, items) -> list[dict]:
+    from .errors import ItemFailed
+
+    out = []
+    for i, (item, r) in enumerate(zip(items, results)):
+        if isinstance(r, ItemFailed):
+            out.append({"index": i, "item": _jsonable(item), "ok": False, "error": str(r), **r.as_dict()})
+        else:
+            out.append({"index": i, "item": _jsonable(item), "ok": True, "result": _jsonable(r)})
+    return out
+
+
+def cmd_batch(a) -> int:
+    from .fleet import Fleet
+
+    mod = load_scenarios(a.file)
+    items = list(mod.items())
+    fleet = Fleet(a.ray)
+    try:
+        results = fleet.map(mod.run, items, model=a.model, speedup=a.speedup, retries=a.retries, progress=a.progress)
+    finally:
+        fleet.close()
+    lines = batch_lines(results, items)
+    for line in lines:
+        print(json.dumps(line), flush=True)
+    return 0 if all(x["ok"] for x in lines) else 1
+
+
+# ---- status --ray ------------------------------------------------------------------------
+
+
+def status_table(doc: dict):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..leases import format_age
+
+    n = Table(title=f"Ray cluster {doc['address']}: {len(doc['nodes'])} nodes", title_justify="left")
+    for c in ("node", "host", "sitl slots", "pool", "free", "lock dir"):
+        n.add_column(c)
+    for x in doc["nodes"]:
+        if "error" in x:
+            n.add_row(x["node_id"][:8], x["host"], f"{x['sitl']:g}", "?", "?", f"no answer: {x['error']}")
+        else:
+            n.add_row(x["node_id"][:8], x["host"], f"{x['sitl']:g}", x["pool"], str(x["free_count"]), x["lock_dir"])
+    t = Table(title="leases", title_justify="left")
+    for c in ("node", "host", "instance", "owner", "pid", "age", "SITL (pid file)"):
+        t.add_column(c)
+    for h in doc["held"]:
+        owner = h["owner"] or f"? (lock file names {h['record_owner']} pid {h['record_pid']})"
+        sitl = h.get("sitl")
+        sitl_text = "-" if not sitl else f"pid {sitl['pid']} {'running' if sitl['alive'] else 'gone'}"
+        t.add_row(h["node_id"][:8], h["host"], str(h["instance"]), owner, str(h["pid"]), format_age(h["age_s"]), sitl_text)
+    parts = [n, t if doc["held"] else Text("no instance is leased on any node")]
+    if doc["running_without_lease"]:
+        u = Table(title="SITLs running without a lease", title_justify="left")
+        for c in ("node", "host", "instance", "pid", "executable"):
+            u.add_column(c)
+        for d in doc["running_without_lease"]:
+            u.add_row(d["node_id"][:8], d["host"], str(d["instance"]), str(d["pid"]), str(d["executable"]))
+        parts.append(u)
+    return Group(*parts)
+
+
+def cmd_status(a) -> int:
+    """``sitlpool status --ray ADDRESS [--json] [--all]``."""
+    from .fleet import Fleet
+
+    fleet = Fleet(a.ray)
+    try:
+        doc = fleet.status(all=getattr(a, "all", False))
+    finally:
+        fleet.close()
+    if a.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        from rich.console import Console
+
+        Console().print(status_table(doc))
+    return 0
+
+
+def status_main(argv: list[str]) -> str:
+    """``status --ray`` in this process, its output as text (for tests and scripts)."""
+    p = argparse.ArgumentParser(prog="sitlpool status")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--all", action="store_true")
+    add_status_option(p)
+    a = p.parse_args(argv)
+    buf = io.StringIO()
+    old, sys.stdout = sys.stdout, buf
+    try:
+        cmd_status(a)
+    finally:
+        sys.stdout = old
+    return buf.getvalue()

@@ -1,0 +1,304 @@
+"""``Fleet``: SITLs placed on a Ray cluster. Ray places (each node advertises ``sitl`` =
+its pool size); the node's flock leases still decide, so a slot Ray counts as free but a
+SITL started outside sitlpool holds is refused there and placement goes elsewhere."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from ..errors import LeaseError, SitlpoolError
+from .errors import FleetError, ItemFailed, NoRoom
+from .remote import RemoteSitl, ray_reason, unwrap
+
+log = logging.getLogger("sitlpool.fleet")
+RESOURCE = "sitl"
+START_TIMEOUT_S = 120.0  # an actor placed on a node, to its SITL ready (worker start + launch)
+
+
+def ray_resources(settings=None) -> dict:
+    """What this node offers the cluster: ``{"sitl": <instances in its pool>}``."""
+    from ..config import load_settings
+
+    s = settings or load_settings()
+    return {RESOURCE: len(s.pool)}
+
+
+def _remote(cls_or_fn, **options):
+    import ray
+
+    return ray.remote(**options)(cls_or_fn) if options else ray.remote(cls_or_fn)
+
+
+class Fleet:
+    """A connection to a Ray cluster (``address``: ``HOST:PORT`` of its head, or None for a
+    Ray of this machine alone, started with this machine's ``sitl`` resource)."""
+
+    def __init__(self, address: str | None = None, *, log_to_driver: bool = False):
+        import ray
+
+        from . import node
+
+        self._node = node
+        self._started_ray = False
+        if not ray.is_initialized():
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            kw = dict(logging_level=logging.WARNING, log_to_driver=log_to_driver, namespace="sitlpool")
+            try:
+                if address is None:
+                    _keep_loopback("127.0.0.1:0")  # a Ray of this machine alone stays on loopback
+                    ray.init(resources=ray_resources(), include_dashboard=False, **kw)
+                else:
+                    _keep_loopback(address)
+                    ray.init(address=address, **kw)
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                raise FleetError(f"cannot connect to the Ray cluster at {address}: {' '.join(str(e).split())[:300]}; "
+                                 "check the head's address (ray start --head prints it) and that it runs") from None
+            self._started_ray = True
+        self.address = address
+        self._actor_cls = _remote(node.SitlActor, max_concurrency=node.ACTOR_CONCURRENCY, max_restarts=0)
+        self._slot_cls = _remote(node.Slot)
+        self._open: set[RemoteSitl] = set()
+
+    # ---- the cluster ---------------------------------------------------------------------
+
+    def nodes(self) -> list[dict]:
+        """Live nodes: ``node_id``, ``host``, ``sitl`` (slots advertised)."""
+        import ray
+
+        return [{"node_id": n["NodeID"], "host": n["NodeManagerAddress"], RESOURCE: n["Resources"].get(RESOURCE, 0)}
+                for n in ray.nodes() if n["Alive"]]
+
+    def capacity(self) -> tuple[float, float]:
+        """(slots in the cluster, slots free now) as Ray counts them."""
+        import ray
+
+        return ray.cluster_resources().get(RESOURCE, 0), ray.available_resources().get(RESOURCE, 0)
+
+    def _need_capacity(self) -> float:
+        total, _ = self.capacity()
+        if total < 1:
+            raise FleetError(f"no node of the Ray cluster at {self.address or 'this machine'} offers the {RESOURCE!r} "
+                             "resource; start each node with ray start --resources \"$(sitlpool ray-resources)\"")
+        return total
+
+    # ---- one SITL --------------------------------------------------------------------
+
+    def open(self, model: str = "quad", speedup: float = 1, params: dict | None = None, home: str | None = None,
+             label: str | None = None, wait_s: float | None = None, wipe: bool = True) -> RemoteSitl:
+        """A SITL launched on whichever node has room, as a ``RemoteSitl``. ``wait_s``: how
+        long to wait for a free slot (None: as long as it takes; 0: fail at once)."""
+        import ray
+
+        total = self._need_capacity()
+        deadline = None if wait_s is None else time.monotonic() + max(0.0, wait_s)
+        slots: list = []  # actors kept on nodes that refused, so Ray places the next one elsewhere
+        try:
+            while True:
+                if wait_s is not None and wait_s <= 0 and self.capacity()[1] < 1:
+                    raise NoRoom(self._no_room(total, waited=None))
+                actor = self._actor_cls.options(resources={RESOURCE: 1}, num_cpus=0).remote()
+                placed = actor.ready.remote()
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if wait_s is not None and wait_s <= 0:
+                    left = START_TIMEOUT_S  # a free slot was seen: allow the start itself
+                done, _ = ray.wait([placed], timeout=left)
+                if not done:
+                    ray.kill(actor)
+                    raise NoRoom(self._no_room(total, waited=wait_s))
+                try:
+                    ray.get(placed)
+                    info = ray.get(actor.open.remote(model, speedup, params, home, label, wipe), timeout=START_TIMEOUT_S)
+                except ray.exceptions.RayTaskError as e:
+                    ray.kill(actor)
+                    raise unwrap(e) from None
+                except ray.exceptions.RayError as e:
+                    ray.kill(actor)
+                    raise FleetError(f"the actor for a new SITL died while starting: {ray_reason(e)}; try again") from None
+                if "refused" in info:
+                    log.info("node %s refused a lease: %s; placing elsewhere", info["host"], info["refused"])
+                    slots.append(actor)
+                    if len(slots) >= total:
+                        raise NoRoom(f"every node Ray placed the SITL on refused a lease (last: {info['host']}: "
+                                     f"{info['refused']}); SITLs started outside sitlpool hold the instances Ray counts as free")
+                    continue
+                sitl = RemoteSitl(actor, info, self)
+                self._open.add(sitl)
+                return sitl
+        finally:
+            for a in slots:
+                ray.kill(a)
+
+    def _no_room(self, total: float, waited: float | None) -> str:
+        how = "at once (wait_s=0)" if not waited else f"within {waited:g}s"
+        return (f"no node of the cluster had a free sitl slot {how}: all {total:g} are in use; "
+                "close a SITL, wait (wait_s=None waits as long as it takes), or add nodes")
+
+    def _forget(self, sitl: RemoteSitl) -> None:
+        self._open.discard(sitl)
+
+    # ---- many scenarios --------------------------------------------------------------------
+
+    def map(self, fn, items, model: str = "quad", speedup: float | None = None, retries: int = 1,
+            params: dict | None = None, home: str | None = None, progress: bool | None = None,
+            label: str | None = None) -> list:
+        """``fn(sitl, item)`` for each item on a SITL leased on whichever node has room; the
+        results in item order. An exception in ``fn`` is that item's result (an
+        ``ItemFailed`` with the vehicle's last STATUSTEXTs and the SITL's stderr tail); an
+        item lost with its node is run again elsewhere, up to ``retries`` times."""
+        import ray
+
+        from .progress import MapProgress, node_key
+
+        items = list(items)
+        self._need_capacity()
+        opts = {"model": model, "speedup": speedup, "params": params, "home": home, "label": label}
+        task = _remote(self._node.run_item, num_cpus=0, max_retries=0, resources={RESOURCE: 1})
+        show = progress if progress is not None else _stderr_is_terminal()
+        tally = _remote(self._node.Tally, num_cpus=0).remote() if show else None
+        fn_ref = ray.put(fn)  # shipped once, not once per item
+        results: list = [None] * len(items)
+        pending: dict = {}
+        attempts = [0] * len(items)
+        slots: list = []
+        bar = MapProgress(len(items), enabled=show)
+
+        def submit(i: int) -> None:
+            attempts[i] += 1
+            pending[task.remote(fn_ref, items[i], i, opts, tally)] = i
+
+        try:
+            for i in range(len(items)):
+                submit(i)
+            with bar:
+                while pending:
+                    done, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+                    if tally is not None:
+                        bar.running(ray.get(tally.where.remote()), set(pending.values()))
+                    for ref in done:
+                        i = pending.pop(ref)
+                        try:
+                            out = ray.get(ref)
+                        except ray.exceptions.RayTaskError as e:  # e.g. a result that cannot be pickled
+                            cause = unwrap(e)
+                            results[i] = ItemFailed(i, items[i], {"type": type(cause).__name__, "message": ray_reason(cause),
+                                                                  "attempts": attempts[i]})
+                            bar.finished(i, None, ok=False)
+                            continue
+                        except ray.exceptions.RayError as e:  # its worker or node died
+                            if attempts[i] <= retries:
+                                log.warning("item %d lost (%s); running it again elsewhere", i, ray_reason(e))
+                                bar.lost(i)
+                                submit(i)
+                            else:
+                                results[i] = ItemFailed(i, items[i], {"type": "Lost", "message": f"died: {ray_reason(e)}",
+                                                                      "attempts": attempts[i]})
+                                bar.finished(i, None, ok=False)
+                            continue
+                        if out["kind"] == "refused":
+                            # Ray's count for that node was one too high: hold a slot there meanwhile
+                            log.info("node %s refused a lease: %s; placing item %d elsewhere", out["host"], out["message"], i)
+                            slots.append(self._slot_cls.options(
+                                resources={RESOURCE: 1}, num_cpus=0,
+                                scheduling_strategy=_on_node(out["node_id"])).remote())
+                            attempts[i] -= 1
+                            submit(i)
+                            continue
+                        if out["kind"] == "ok":
+                            results[i] = out["result"]
+                        else:
+                            results[i] = ItemFailed(i, items[i], {**out, "attempts": attempts[i]})
+                        bar.finished(i, node_key(out["host"], out["node_id"]), ok=out["kind"] == "ok")
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            for a in slots + ([tally] if tally is not None else []):
+                ray.kill(a)
+        return results
+
+    # ---- the cluster's view ------------------------------------------------------------------
+
+    def status(self, all: bool = False, timeout: float = 30.0) -> dict:
+        """Every node's local status document (leases, SITLs running without a lease),
+        gathered by one task pinned to each node, and their rows with the node in each."""
+        import ray
+
+        fn = _remote(self._node.node_status, num_cpus=0, max_retries=0)
+        nodes = self.nodes()
+        refs = {n["node_id"]: fn.options(scheduling_strategy=_on_node(n["node_id"])).remote(all) for n in nodes}
+        ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)
+        doc = {"schema": 1, "address": self.address, "nodes": [], "held": [], "running_without_lease": []}
+        for n in nodes:
+            entry = {"node_id": n["node_id"], "host": n["host"], RESOURCE: n[RESOURCE]}
+            try:
+                d = ray.get(refs[n["node_id"]], timeout=0)
+            except ray.exceptions.GetTimeoutError:
+                entry["error"] = f"no answer within {timeout:g}s"
+            except ray.exceptions.RayError as e:
+                entry["error"] = ray_reason(unwrap(e))
+            else:
+                entry.update(lock_dir=d["lock_dir"], pool=d["pool"], free_count=d["free_count"], status=d)
+                where = {"node_id": n["node_id"], "host": n["host"]}
+                doc["held"] += [{**where, **h} for h in d["held"]]
+                doc["running_without_lease"] += [{**where, **r} for r in d["running_without_lease"]]
+            doc["nodes"].append(entry)
+        return doc
+
+    def close_all(self) -> None:
+        """Close every SITL this fleet opened and still holds."""
+        for s in list(self._open):
+            try:
+                s.close()
+            except SitlpoolError:  # pragma: no cover - best effort
+                pass
+
+    def close(self) -> None:
+        """Close every SITL this fleet opened (and the Ray it started, if it started one)."""
+        import ray
+
+        self.close_all()
+        if self._started_ray and ray.is_initialized():
+            ray.shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _keep_loopback(address: str) -> None:
+    """A cluster at a loopback address is one machine's: keep it there. Ray's client swaps a
+    loopback address for the machine's routable one (resolve_ip_for_localhost), which finds
+    no GCS when the nodes listen on 127.0.0.1 only (ray start --node-ip-address 127.0.0.1)."""
+    import ipaddress
+
+    host = address.rsplit(":", 1)[0].strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return
+    if loopback:
+        import ray._private.services as services
+
+        if hasattr(services, "resolve_ip_for_localhost"):
+            services.resolve_ip_for_localhost = lambda h: h
+
+
+def _on_node(node_id: str):
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+
+
+def _stderr_is_terminal() -> bool:
+    import sys
+
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+__all__ = ["Fleet", "FleetError", "ItemFailed", "LeaseError", "NoRoom", "RemoteSitl", "ray_resources"]

@@ -1,0 +1,185 @@
+"""What runs on a node of the cluster, inside Ray's worker processes: the actor behind a
+``RemoteSitl`` (a ``Sessions`` of its own: lease, launch and flight through the same code
+as the MCP server), the task that runs one ``map`` item on a leased SITL, and the status
+task pinned to each node. Everything here reads the node's own settings (SITLPOOL_* of
+its ``ray start``): leases stay per host, exactly as without Ray.
+
+The worker process that runs these is the SITL's parent, so a SITL exits with its actor
+or task, and the kernel drops its lease with the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+
+from ..errors import LeaseError, SitlpoolError
+
+# ``open`` and the flight calls block at most 55 s (sessions.MAX_BLOCK_S); a thread pool
+# lets snapshot answer while another caller waits in wait_until
+ACTOR_CONCURRENCY = 8
+
+
+def node_identity() -> dict:
+    """``node_id`` and ``host`` (the address other machines reach this node at)."""
+    import ray
+
+    return {"node_id": ray.get_runtime_context().get_node_id(), "host": ray.util.get_node_ip_address()}
+
+
+def connect_strings(host: str, ports) -> dict:
+    return {"serial1": f"tcp:{host}:{ports.serial1}", "serial2": f"tcp:{host}:{ports.serial2}",
+            "mavproxy": f"mavproxy.py --master=tcp:{host}:{ports.serial1}",
+            "note": "serial0 is sitlpool's own link; each serial port serves one client"}
+
+
+class SitlActor:
+    """One managed SITL on this node, held for a ``RemoteSitl`` (created with resources={"sitl": 1})."""
+
+    def __init__(self):
+        from ..sessions import Sessions
+
+        self.sessions = Sessions(server_id=f"ray-{os.getpid()}")
+        self.ident = node_identity()
+        self.sid: str | None = None
+        self.session = None  # kept after close: Sessions forgets closed sessions
+
+    def ready(self) -> dict:
+        return self.ident
+
+    # ---- life ------------------------------------------------------------------------
+
+    def open(self, model: str, speedup: float, params: dict | None, home: str | None, label: str | None,
+             wipe: bool = True) -> dict:
+        """Lease, launch, wait for the vehicle. A lease the node refuses (an instance Ray
+        counts as free is taken by a SITL started outside sitlpool) comes back as
+        ``refused`` so the fleet places elsewhere."""
+        try:
+            s = self.sessions.open(model=model, label=label, speedup=speedup, home=home, params=params, wipe=wipe)
+        except LeaseError as e:
+            return {"refused": str(e), **self.ident}
+        self.sid, self.session = s.id, s
+        return self.info()
+
+    def info(self) -> dict:
+        return self._here({**self.session.info(), "pid": self.session.handle.pid})
+
+    def close(self) -> dict:
+        if self.sid is None:
+            return {"closed": "nothing was open"}
+        if self.session.closed:
+            return {"closed": "already closed", **self.ident}
+        return self._here(self.sessions.close(self.sid))
+
+    def status(self):
+        """The handle's Status once the SITL ended, else None."""
+        return self.session.handle.status if self.session else None
+
+    # ---- flight: the MCP tools' meanings, through Sessions -----------------------------
+
+    def _here(self, snap: dict) -> dict:
+        """A session document with this node in it and connection strings using its address."""
+        snap.update(self.ident)
+        if "connect" in snap and self.session.handle.ports is not None:
+            snap["connect"] = connect_strings(self.ident["host"], self.session.handle.ports)
+        return snap
+
+    def snapshot(self) -> dict:
+        return self._here(self.sessions.snapshot(self.sid))
+
+    def fly(self, action: str, kw: dict) -> dict:
+        out = self.sessions.fly(self.sid, action, **kw)
+        self._here(out["snapshot"])
+        return out
+
+    def wait_until(self, condition: str, value, timeout_s: float) -> dict:
+        out = self.sessions.wait_until(self.sid, condition, value, timeout_s)
+        self._here(out["snapshot"])
+        return out
+
+    # ---- the link, for code written against a local handle (the pytest plugin's Sitl) --
+
+    def link_call(self, name: str, args: tuple, kw: dict):
+        if name not in LINK_CALLS:
+            raise SitlpoolError(f"{name} is not a vehicle link call a remote SITL forwards; use one of {', '.join(LINK_CALLS)}")
+        return getattr(self._link(), name)(*args, **kw)
+
+    def vehicle(self):
+        return self._link().vehicle
+
+    def wait(self, pred, timeout: float) -> bool:
+        return self._link().wait(pred, timeout)
+
+    def _link(self):
+        s = self.sessions.get(self.sid)
+        if s.link is None:
+            raise SitlpoolError(f"session {self.sid} has no vehicle link ({s.state}); open a new one")
+        return s.link
+
+
+LINK_CALLS = ("arm", "arm_when_ready", "disarm", "set_mode", "takeoff", "goto", "land", "rtl", "get_param",
+              "set_param", "wait_heartbeat", "texts_since", "command", "reboot")
+
+
+class Slot:
+    """Holds one ``sitl`` slot of a node whose lease refused (Ray's count was one too many),
+    so that placement goes elsewhere while it lives."""
+
+    def ready(self) -> bool:
+        return True
+
+
+def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
+    """Run ``fn(sitl, item)`` on a SITL leased and launched on this node; the SITL is
+    stopped and its lease released before the result goes back."""
+    from ..pytest_plugin import Sitl  # the local handle the pytest plugin gives
+    from ..process import ManagedManager
+    from ..process.managed import stderr_tail
+
+    ident = node_identity()
+    if tally is not None:
+        tally.started.remote(index, ident["host"], ident["node_id"])
+    t0 = time.monotonic()
+    m = ManagedManager()
+    h = None
+    try:
+        try:
+            h = m.start(f"item-{index}", owner=f"sitlpool fleet item {index} ({opts.get('label') or 'map'}) pid {os.getpid()}",
+                        model=opts.get("model", "quad"), speedup=opts.get("speedup"), params=opts.get("params"),
+                        home=opts.get("home"))
+        except LeaseError as e:
+            return {"kind": "refused", "message": str(e), **ident}
+        try:
+            result = fn(Sitl(h), item)
+            return {"kind": "ok", "result": result, "instance": h.instance, "seconds": time.monotonic() - t0, **ident}
+        except Exception as e:  # the item's failure, not the batch's
+            texts = [t for _, _, t in list(h.link.vehicle.texts)[-10:]] if h.link is not None else []
+            return {"kind": "error", "type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc(),
+                    "texts": texts, "stderr_tail": stderr_tail(h.cwd / "stderr", 15) if h.cwd else "",
+                    "instance": h.instance, "seconds": time.monotonic() - t0, **ident}
+    except SitlpoolError as e:  # the SITL did not start: that is this item's failure too
+        return {"kind": "error", "type": type(e).__name__, "message": str(e), "traceback": "", "texts": [],
+                "stderr_tail": "", "instance": None, "seconds": time.monotonic() - t0, **ident}
+    finally:
+        m.close_all()
+
+
+class Tally:
+    """Where each running item is, for the progress display (only made when it is shown)."""
+
+    def __init__(self):
+        self.running: dict[int, tuple[str, str]] = {}
+
+    def started(self, index: int, host: str, node_id: str) -> None:
+        self.running[index] = (host, node_id)
+
+    def where(self) -> dict[int, tuple[str, str]]:
+        return dict(self.running)
+
+
+def node_status(all_: bool = False) -> dict:
+    """This node's local status document (``sitlpool status --json``) and its identity."""
+    from ..cli import status_doc
+
+    return {**node_identity(), **status_doc(all_)}

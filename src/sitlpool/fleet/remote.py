@@ -1,0 +1,283 @@
+"""``RemoteSitl``: the handle of a SITL that a Ray actor leased, launched and supervises on
+some node of the cluster. Its calls have the MCP tools' names and meanings; a dead actor
+or node makes every call say ``died`` with Ray's reason, at once and from then on."""
+
+from __future__ import annotations
+
+import threading
+
+from ..errors import NotRunning, SitlpoolError, UnknownEndpoint
+from ..instances import SERIAL_NAMES, ports as ports_of
+from ..process.base import Status
+from .errors import FleetError, SitlDied
+
+CALL_TIMEOUT_S = 75.0  # the longest actor call blocks 55 s (open, wait_until): past this, something hangs
+
+
+def unwrap(e: BaseException) -> BaseException:
+    """Ray wraps an actor's exception in RayTaskError: give back our own error."""
+    cause = getattr(e, "cause", None)
+    return cause if isinstance(cause, SitlpoolError) else e
+
+
+def ray_reason(e: BaseException) -> str:
+    """Ray's own words for a death, on one line."""
+    text = " ".join(str(e).split())
+    return text[:600] + ("..." if len(text) > 600 else "")
+
+
+class RemoteSitl:
+    """A SITL on a node of the cluster. ``instance``, ``node_id``, ``host`` and ``label`` are
+    fixed at open; the flight calls go to the actor that owns the SITL."""
+
+    def __init__(self, actor, info: dict, fleet=None):
+        self._actor = actor
+        self._fleet = fleet
+        self.info = info
+        self.session_id: str = info["session_id"]
+        self.label: str = info["label"]
+        self.name = self.label
+        self.instance: int = info["instance"]
+        self.node_id: str = info["node_id"]
+        self.host: str = info["host"]
+        self.pid: int | None = info.get("pid")
+        self.ports = ports_of(self.instance)
+        self._died: str | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self.link = RemoteLink(self)
+
+    # ---- plumbing --------------------------------------------------------------------
+
+    def _call(self, method: str, *args, timeout: float = CALL_TIMEOUT_S):
+        import ray
+
+        if self._died is not None:
+            raise SitlDied(self._died_message())
+        if self._closed:
+            raise NotRunning(f"{self.label} (instance {self.instance} on {self.host}) was closed; open a new one")
+        try:
+            return ray.get(getattr(self._actor, method).remote(*args), timeout=timeout)
+        except ray.exceptions.RayTaskError as e:
+            raise unwrap(e) from None
+        except ray.exceptions.GetTimeoutError:
+            raise FleetError(f"{self.label} on {self.host}: no answer to {method} within {timeout:g}s; "
+                             "the node may be overloaded or unreachable (fleet.status() shows the cluster)") from None
+        except ray.exceptions.RayError as e:  # actor died, node died, actor unavailable
+            self._died = ray_reason(e)
+            raise SitlDied(self._died_message()) from None
+
+    def _died_message(self) -> str:
+        return (f"died: {self.label} (instance {self.instance} on {self.host}, node {self.node_id[:8]}): {self._died}; "
+                "its lease went with its processes; open a new one")
+
+    # ---- the handle API --------------------------------------------------------------
+
+    @property
+    def dead(self) -> bool:
+        return self._died is not None or self._closed
+
+    @property
+    def alive(self) -> bool:
+        return not self.dead
+
+    @property
+    def state(self) -> str:
+        if self._died is not None:
+            return "died"
+        return "closed" if self._closed else "running"
+
+    @property
+    def status(self) -> Status | None:
+        """How it ended (None while it runs). A lost actor or node is ``Status.lost`` with Ray's reason."""
+        if self._died is not None:
+            return Status.lost(f"died: {self._died}")
+        if self._closed:
+            return self._final
+        try:
+            return self._call("status", timeout=15)
+        except SitlDied:
+            return Status.lost(f"died: {self._died}")
+
+    def endpoint(self, name: str) -> str:
+        """``tcp:<node address>:<port>`` of serial0/1/2, for any GCS that reaches the node."""
+        if name not in SERIAL_NAMES:
+            raise UnknownEndpoint(f"unknown endpoint {name!r}: use one of {', '.join(SERIAL_NAMES)}")
+        if self.dead:
+            raise NotRunning(f"{self.label} is {self.state}; its endpoints exist only while it runs")
+        return f"tcp:{self.host}:{self.ports.serial(name)}"
+
+    def snapshot(self) -> dict:
+        try:
+            return self._call("snapshot")
+        except SitlDied as e:
+            return {"state": "died", "reason": str(e), "session_id": self.session_id, "instance": self.instance,
+                    "host": self.host, "node_id": self.node_id}
+
+    def wait_until(self, condition: str, value=None, timeout_s: float = 30) -> dict:
+        try:
+            return self._call("wait_until", condition, value, timeout_s)
+        except SitlDied as e:
+            return {"result": "died", "condition": condition, "value": value, "reason": str(e),
+                    "snapshot": {"state": "died", "instance": self.instance, "host": self.host}}
+
+    def _fly(self, action: str, **kw) -> dict:
+        return self._call("fly", action, kw)
+
+    def arm(self) -> dict:
+        return self._fly("arm")
+
+    def disarm(self, force: bool = False) -> dict:
+        return self._fly("disarm", force=force)
+
+    def set_mode(self, mode: str) -> dict:
+        return self._fly("set_mode", mode=mode)
+
+    def takeoff(self, altitude_m: float) -> dict:
+        return self._fly("takeoff", altitude_m=altitude_m)
+
+    def goto(self, lat: float, lon: float, altitude_m: float) -> dict:
+        return self._fly("goto", lat=lat, lon=lon, altitude_m=altitude_m)
+
+    def land(self) -> dict:
+        return self._fly("land")
+
+    def rtl(self) -> dict:
+        return self._fly("rtl")
+
+    def get_param(self, name: str) -> float:
+        return self._call("link_call", "get_param", (name,), {})
+
+    def set_param(self, name: str, value: float) -> float:
+        return self._call("link_call", "set_param", (name, value), {})
+
+    def close(self) -> dict | None:
+        """Stop the SITL and release its lease (through the actor), then end the actor, which
+        frees its ``sitl`` slot. Safe to call twice and after a death."""
+        import ray
+
+        with self._lock:
+            if self._closed:
+                return None
+            out = None
+            if self._died is None:
+                try:
+                    out = self._call("close", timeout=30)
+                    self._final = self._call("status", timeout=10)
+                except SitlDied:
+                    pass
+            self._closed = True
+            if self._died is not None:
+                self._final = Status.lost(f"died: {self._died}")
+            elif getattr(self, "_final", None) is None:
+                self._final = Status.detached("closed")
+            try:
+                ray.kill(self._actor)
+            except Exception:  # pragma: no cover - the actor or the connection is already gone
+                pass
+            if self._fleet is not None:
+                self._fleet._forget(self)
+            return out
+
+    _final: Status | None = None
+
+    # local-handle compatibility (the pytest plugin's fixtures call these)
+    def kill(self, wait: bool = False) -> None:
+        self.close()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self.dead
+
+    @property
+    def ready(self) -> bool:
+        return not self.dead
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<RemoteSitl {self.label!r} instance={self.instance} host={self.host} node={self.node_id[:8]} {self.state}>"
+
+
+class RemoteLink:
+    """The part of ``VehicleLink`` a test or scenario written for a local SITL uses, forwarded
+    to the actor: commands, parameters, ``vehicle`` (the actor's latest state) and
+    ``wait(pred, timeout)`` (the predicate is shipped and evaluated next to the vehicle)."""
+
+    read_only = False
+
+    def __init__(self, sitl: RemoteSitl):
+        self._sitl = sitl
+        self._last = None
+
+    @property
+    def endpoint(self) -> str:
+        return self._sitl.endpoint("serial0")
+
+    @property
+    def state(self) -> str:
+        return "connected" if self._sitl.alive else "closed"
+
+    @property
+    def vehicle(self):
+        """The vehicle's state as the actor's link last heard it (the last one seen, once dead)."""
+        from ..mavlink.link import VehicleState
+
+        if self._sitl.alive:
+            try:
+                self._last = self._sitl._call("vehicle")
+            except SitlDied:
+                pass
+        return self._last if self._last is not None else VehicleState()
+
+    def wait(self, pred, timeout: float) -> bool:
+        return bool(self._sitl._call("wait", pred, timeout, timeout=timeout + CALL_TIMEOUT_S))
+
+    def _fwd(self, name, *args, **kw):
+        return self._sitl._call("link_call", name, args, kw)
+
+    def arm(self, force: bool = False):
+        return self._fwd("arm", force)
+
+    def arm_when_ready(self, timeout: float = 60, retry_every: float = 0.5, on_refused=None):
+        # on_refused runs here, not on the node: refusals are not forwarded one by one
+        return self._sitl._call("link_call", "arm_when_ready", (timeout, retry_every), {}, timeout=timeout + CALL_TIMEOUT_S)
+
+    def disarm(self, force: bool = False):
+        return self._fwd("disarm", force)
+
+    def set_mode(self, mode: str):
+        return self._fwd("set_mode", mode)
+
+    def takeoff(self, altitude_m: float):
+        return self._fwd("takeoff", altitude_m)
+
+    def goto(self, lat: float, lon: float, altitude_m: float):
+        return self._fwd("goto", lat, lon, altitude_m)
+
+    def land(self):
+        return self._fwd("land")
+
+    def rtl(self):
+        return self._fwd("rtl")
+
+    def get_param(self, name: str, timeout: float = 3.0) -> float:
+        return self._fwd("get_param", name, timeout)
+
+    def set_param(self, name: str, value: float, timeout: float = 3.0) -> float:
+        return self._fwd("set_param", name, value, timeout)
+
+    def wait_heartbeat(self, timeout: float) -> bool:
+        return self._sitl._call("link_call", "wait_heartbeat", (timeout,), {}, timeout=timeout + CALL_TIMEOUT_S)
+
+    def texts_since(self, t0: float) -> list[str]:
+        return self._fwd("texts_since", t0)
+
+    def command(self, cmd: int, *params: float, timeout: float = 5.0, what: str = "") -> None:
+        return self._fwd("command", cmd, *params, timeout=timeout, what=what)
+
+    def close(self) -> None:  # the link belongs to the actor; closing the handle closes it
+        pass

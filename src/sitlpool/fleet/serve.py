@@ -1,0 +1,109 @@
+"""The sessions backend of ``sitlpool serve --ray ADDRESS``: ``open_sitl`` places the SITL
+on the cluster (a ``RemoteSitl``); every flight tool is unchanged and goes to the actor
+that owns it; connection strings use the node's address. ``attach_sitl``, leases and
+``kill_instance`` stay on the server's own machine."""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import SessionError
+from ..sessions import Sessions
+
+
+class RemoteSession:
+    """A session whose SITL runs on a node of the cluster (duck-types ``sessions.Session``)."""
+
+    kind = "managed"
+
+    def __init__(self, remote):
+        self.id = remote.session_id
+        self.label = remote.label
+        self.handle = remote
+        self.created = time.time()
+        self.last_used = time.monotonic()
+        self.last_goto = None
+        self.closing = False
+        self.closed = False
+
+    @property
+    def link(self):
+        return self.handle.link
+
+    @property
+    def state(self) -> str:
+        if self.closed:
+            return "closed"
+        return "closing" if self.closing else self.handle.state
+
+    def info(self) -> dict:
+        return {**self.handle.info, "state": self.state, "session_id": self.id, "label": self.label}
+
+
+class RaySessions(Sessions):
+    """``Sessions`` whose ``open`` places SITLs on the Ray cluster at ``address``."""
+
+    def __init__(self, address: str | None, settings=None, server_id: str | None = None):
+        super().__init__(settings, server_id)
+        from .fleet import Fleet
+
+        self.fleet = Fleet(address)
+
+    def open(self, model: str = "quad", instance: int | None = None, label: str | None = None, speedup: float = 1.0,
+             home: str | None = None, params: dict | None = None, wipe: bool = True, wait_s: float = 0):
+        if instance is not None:
+            raise SessionError("open_sitl on a Ray cluster places the SITL where there is room; leave instance out "
+                               "(the answer says which node and instance it got)")
+        remote = self.fleet.open(model=model, speedup=speedup, params=params, home=home, label=label,
+                                 wait_s=min(max(0.0, wait_s or 0), 27.5), wipe=wipe)
+        s = RemoteSession(remote)
+        with self._lock:
+            self.sessions[s.id] = s
+        return s
+
+    def snapshot(self, session_id: str) -> dict:
+        s = self.get(session_id)
+        return s.handle.snapshot() if isinstance(s, RemoteSession) else super().snapshot(session_id)
+
+    def fly(self, session_id: str, action: str, **kw) -> dict:
+        s = self.get(session_id)
+        return s.handle._fly(action, **kw) if isinstance(s, RemoteSession) else super().fly(session_id, action, **kw)
+
+    def wait_until(self, session_id: str, condition: str, value=None, timeout_s: float = 30) -> dict:
+        s = self.get(session_id)
+        if isinstance(s, RemoteSession):
+            return s.handle.wait_until(condition, value, timeout_s)
+        return super().wait_until(session_id, condition, value, timeout_s)
+
+    def close(self, session_id: str) -> dict:
+        s = self.get(session_id)
+        if not isinstance(s, RemoteSession):
+            return super().close(session_id)
+        out = self._close_remote(s) or s.info()
+        out["closed"] = "SITL stopped, lease released" if s.handle.status is None or s.handle.status.success else \
+            f"the SITL had died: {s.handle.status.reason}"
+        return out
+
+    def _close_remote(self, s: RemoteSession):
+        s.closing = True
+        try:
+            return s.handle.close()
+        finally:
+            s.closed = True
+            with self._lock:
+                self.sessions.pop(s.id, None)
+
+    def _close(self, s) -> None:  # close_all and close_idle go through here
+        if isinstance(s, RemoteSession):
+            self._close_remote(s)
+        else:
+            super()._close(s)
+
+    def close_all(self) -> None:
+        super().close_all()
+        self.fleet.close()
+
+
+def ray_sessions(address: str | None, settings=None) -> RaySessions:
+    """What ``serve --ray ADDRESS`` uses in place of ``Sessions(settings)``."""
+    return RaySessions(address, settings)

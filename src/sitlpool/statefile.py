@@ -1,0 +1,151 @@
+"""``<data_dir>/sessions/<n>/state.json``: the live state of a SITL that sitlpool launched,
+written once a second by its launcher's link, so that ``sitlpool status`` shows mode, armed,
+altitude, battery and the last STATUSTEXT without taking a serial port (SITL serves one
+client per port). Written atomically (temp file + rename); the writer names its pid and
+start ticks, so a reader tells a live file from one whose launcher is gone (stale).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from . import pidfiles, procinfo
+
+STATE_FILE = "state.json"
+PERIOD_S = 1.0
+STALE_AFTER_S = 5.0  # a live writer that has not written for this long is stuck: stale too
+
+
+def state_path(data_dir: Path, instance: int) -> Path:
+    return pidfiles.session_dir(data_dir, instance) / STATE_FILE
+
+
+class StateWriter:
+    """Writes ``path`` every ``period`` s from ``link.vehicle`` until stopped; the file is
+    removed when the writer stops or the link is stopped (the session closed)."""
+
+    def __init__(self, link, path: Path, instance: int | None = None, sitl_pid: int | None = None,
+                 period: float = PERIOD_S):
+        self.link = link
+        self.path = Path(path)
+        self.instance = instance
+        self.sitl_pid = sitl_pid
+        self.period = period
+        self._stop = threading.Event()
+        self._tmp = self.path.with_name(f".{STATE_FILE}.{os.getpid()}.{id(self):x}.tmp")
+        self._me = (os.getpid(), procinfo.start_ticks(os.getpid()) or 0)
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"state file {self.path.parent.name}")
+
+    def start(self) -> "StateWriter":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(2)
+        self._remove()
+
+    def document(self) -> dict:
+        v = self.link.vehicle
+        texts = list(v.texts)
+        last = texts[-1] if texts else None
+        age = v.heartbeat_age()
+        return {
+            "schema": 1, "instance": self.instance, "sitl_pid": self.sitl_pid,
+            "writer_pid": self._me[0], "writer_start_ticks": self._me[1], "time": round(time.time(), 3),
+            "link": self.link.state, "mode": v.mode, "armed": v.armed,
+            "relative_alt_m": None if v.rel_alt is None else round(v.rel_alt, 2),
+            "battery_pct": v.battery_remaining, "battery_v": None if v.voltage is None else round(v.voltage, 2),
+            "heartbeat_age_s": None if age is None else round(age, 2),
+            "last_text": None if last is None else last[2], "last_text_time": None if last is None else round(last[0], 3),
+        }
+
+    def write(self) -> None:
+        data = json.dumps(self.document(), separators=(",", ":"))
+        with open(self._tmp, "w") as f:
+            f.write(data)
+        os.replace(self._tmp, self.path)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            if self.link.state == "stopped":  # the session was closed: its state with it
+                self._remove()
+                return
+            try:
+                self.write()
+            except OSError:
+                pass  # the session dir went away (wiped): try again next second
+
+    def _remove(self) -> None:
+        for p in (self.path, self._tmp):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                pass
+
+
+def start_writer(link, data_dir: Path, instance: int, sitl_pid: int | None = None) -> StateWriter:
+    """What a launcher calls once its link to a SITL it launched is up."""
+    return StateWriter(link, state_path(data_dir, instance), instance, sitl_pid).start()
+
+
+def read(data_dir: Path, instance: int) -> dict | None:
+    """The state of ``instance`` with ``stale`` (and why) and ``age_s``; None if none or garbage."""
+    path = state_path(data_dir, instance)
+    try:
+        d = json.loads(path.read_text())
+        if not isinstance(d, dict) or d.get("schema") != 1:
+            return None
+        pid, ticks = int(d["writer_pid"]), int(d["writer_start_ticks"])
+        age = time.time() - float(d["time"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    d["age_s"] = round(age, 1)
+    if not procinfo.is_alive(pid, ticks or None):
+        d["stale"], d["stale_reason"] = True, f"its launcher (pid {pid}) is gone"
+    elif age > STALE_AFTER_S:
+        d["stale"], d["stale_reason"] = True, f"not updated for {age:.0f}s"
+    else:
+        d["stale"], d["stale_reason"] = False, None
+    d["instance"] = instance
+    return d
+
+
+def read_all(data_dir: Path) -> list[dict]:
+    """Every instance's state file under ``data_dir``, by instance."""
+    root = Path(data_dir) / "sessions"
+    try:
+        names = sorted((int(n) for n in os.listdir(root) if n.isdigit()))
+    except OSError:
+        return []
+    out = []
+    for n in names:
+        d = read(data_dir, n)
+        if d is not None:
+            out.append(d)
+    return out
+
+
+def describe(d: dict) -> str:
+    """One line for people: ``GUIDED, armed, 10.2 m, battery 87% — "Reached command #2"``."""
+    if d.get("link") not in (None, "connected"):
+        parts = [f"link {d['link']}"]
+    else:
+        parts = [str(d.get("mode") or "?"), "armed" if d.get("armed") else "disarmed"]
+        if d.get("relative_alt_m") is not None:
+            parts.append(f"{d['relative_alt_m']:.1f} m")
+        if d.get("battery_pct") is not None:
+            parts.append(f"battery {d['battery_pct']}%")
+    line = ", ".join(parts)
+    if d.get("last_text"):
+        line += f' — "{d["last_text"]}"'
+    if d.get("stale"):
+        line = f"STALE ({d['stale_reason']}; {d.get('age_s', 0):.0f}s old): {line}"
+    return line

@@ -1,0 +1,366 @@
+"""Ground-station scenarios flown on the built-in vehicle and on real ArduCopter, side by side.
+
+A scenario drives a vehicle the way one ground station does (MAVSDK, MAVProxy, pymavlink as
+ArduPilot's autotest uses it) and returns a *record*: a flat dict of what that ground station
+saw (armable reached?, versions, positions reached, mission items downloaded, ...). The test
+modules assert expectations on each record, and compare the built-in vehicle's record with
+real ArduCopter's field by field, so that a new difference shows up as a failing test.
+
+Vehicles are module-scoped (one per kind and test module): every scenario starts by bringing
+the vehicle back to a known state (landed, disarmed, no mission), so scenarios do not depend
+on each other's order.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import Gcs, _real_binary, listening, release_blocks, reserve_blocks, wait_for
+
+HOME = (-35.363261, 149.165230, 584.0, 353.0)  # autotest's default home (CMAC)
+KINDS = ("builtin", "arducopter")
+# sim seconds per wall second: real SITL as CI runs it; the built-in vehicle faster. Timeouts
+# are written in sim seconds and scaled per vehicle (Vehicle.wall).
+SPEEDUP = {"builtin": 20, "arducopter": 10}
+
+MODES = {"STABILIZE": 0, "ALT_HOLD": 2, "AUTO": 3, "GUIDED": 4, "LOITER": 5, "RTL": 6, "LAND": 9, "BRAKE": 17}
+ACCEPTED, FAILED, UNSUPPORTED = 0, 4, 3
+PREARM_BIT = 1 << 28  # MAV_SYS_STATUS_PREARM_CHECK
+M_PER_DEG = 111319.5
+
+
+def wall(sim_seconds: float, speedup: float) -> float:
+    """A wall-clock timeout for something that takes ``sim_seconds`` on the vehicle (plus slack
+    for a loaded machine)."""
+    return sim_seconds / speedup + 10
+
+
+def offset(lat: float, lon: float, north: float, east: float) -> tuple[float, float]:
+    return lat + north / M_PER_DEG, lon + east / (M_PER_DEG * math.cos(math.radians(lat)))
+
+
+def distance(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    return math.hypot((lat2 - lat1) * M_PER_DEG, (lon2 - lon1) * M_PER_DEG * math.cos(math.radians(lat1)))
+
+
+# ---- vehicles --------------------------------------------------------------------------------
+
+
+@dataclass
+class Vehicle:
+    kind: str  # "builtin" or "arducopter"
+    instance: int
+    proc: subprocess.Popen
+    cwd: Path
+    serial0: int = 0
+    serial1: int = 0
+    serial2: int = 0
+
+    @property
+    def speedup(self) -> float:
+        return SPEEDUP[self.kind]
+
+    def wall(self, sim_seconds: float) -> float:
+        return wall(sim_seconds, self.speedup)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+
+
+def launch(kind: str, binary: Path | None, instance: int, cwd: Path, home_as_two_args: bool = False) -> Vehicle:
+    """Start one vehicle in ``cwd`` (its eeprom and logs go there), in its own process group.
+    ``home_as_two_args``: ``--home -35.36,...`` as ArduPilot's own tools pass it."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    n = instance
+    home_value = ",".join(repr(x) for x in HOME)
+    home = ["--home", home_value] if home_as_two_args else ["--home=" + home_value]
+    if kind == "builtin":
+        cmd = [sys.executable, "-m", "sitlpool.sim", "-I", str(n), "--model", "quad", "--speedup", str(SPEEDUP[kind]), "-w", *home]
+    else:
+        # real SITL keeps -I in 8 bits (1000 -> 232): the test instances' ports are given explicitly
+        tree = binary.parent.parent.parent.parent
+        cmd = [str(binary), "--model", "+", "--speedup", str(SPEEDUP[kind]), "-w", *home,
+               "--defaults", str(tree / "Tools/autotest/default_params/copter.parm"),
+               "--base-port", str(5760 + 10 * n), "--rc-in-port", str(5501 + 10 * n),
+               "--sim-port-in", str(9003 + 10 * n), "--sim-port-out", str(9002 + 10 * n),
+               "--irlock-port", str(9005 + 10 * n), "-I", "0"]
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=open(cwd / "stdout", "ab"), stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    v = Vehicle(kind, n, proc, cwd, 5760 + 10 * n, 5762 + 10 * n, 5763 + 10 * n)
+    try:
+        wait_for(lambda: listening(v.serial0) or proc.poll() is not None, 20, what=f"{kind} SERIAL0")
+    except AssertionError:
+        v.stop()
+        raise
+    if proc.poll() is not None:
+        raise AssertionError(f"{kind} exited {proc.returncode}: {(cwd / 'stdout').read_text()[-2000:]}")
+    return v
+
+
+def vehicle_fixture(request, tmp_path_factory, kind: str):
+    """A module's vehicle of ``kind`` (skipped without a real binary): a generator for fixtures."""
+    binary = None
+    if kind == "arducopter":
+        binary = _real_binary(request.config, "arducopter")
+        if binary is None:
+            pytest.skip("real ArduCopter not given (--sitl-binary PATH or SITLPOOL_TEST_SITL_BINARY)")
+    blocks = reserve_blocks(1)
+    v = launch(kind, binary, blocks[0], tmp_path_factory.mktemp(f"{kind}-"))
+    try:
+        yield v
+    finally:
+        v.stop()
+        release_blocks(blocks)
+
+
+class Records:
+    """Each scenario's record per vehicle kind, computed once per module (and test process)."""
+
+    def __init__(self, request, scenarios: dict):
+        self.request = request
+        self.scenarios = scenarios
+        self.cache: dict[tuple[str, str], dict] = {}
+
+    def get(self, name: str, kind: str) -> dict:
+        key = (name, kind)
+        if key not in self.cache:
+            v = self.request.getfixturevalue(f"{kind}_vehicle")
+            t0 = time.monotonic()
+            try:
+                self.cache[key] = self.scenarios[name](v)
+            except Exception as e:  # a scenario that crashed still yields a record saying so
+                self.cache[key] = {"crashed": f"{type(e).__name__}: {e}"}
+            self.cache[key]["_seconds"] = round(time.monotonic() - t0, 1)  # reported, never compared
+        return self.cache[key]
+
+
+# ---- expectations and the differential comparison -------------------------------------------
+
+
+def check(record: dict, expect: dict) -> list[str]:
+    """``expect``: field -> value, or a callable taking the value and returning truth. Returns the
+    mismatches as readable lines (empty when all hold)."""
+    bad = []
+    if "crashed" in record:
+        bad.append(f"scenario crashed: {record['crashed']}")
+    for k, want in expect.items():
+        got = record.get(k, "<missing>")
+        ok = want(got) if callable(want) else got == want
+        if not ok:
+            bad.append(f"{k}: got {got!r}, want {(want.__doc__ or 'a condition') if callable(want) else repr(want)}")
+    return bad
+
+
+def near(target: float, tol: float):
+    def f(x):
+        return isinstance(x, (int, float)) and abs(x - target) <= tol
+    f.__doc__ = f"{target} ± {tol}"
+    return f
+
+
+def differences(ours: dict, real: dict, tolerances: dict | None = None, ignore: tuple = ()) -> list[str]:
+    """Fields where the built-in vehicle's record differs from real ArduCopter's: numbers within
+    ``tolerances[field]`` (absolute) count as equal; fields in ``ignore`` (timings) are skipped."""
+    tolerances = tolerances or {}
+    out = []
+    for k in sorted(set(ours) | set(real)):
+        if k in ignore or k.startswith("_"):
+            continue
+        a, b = ours.get(k, "<missing>"), real.get(k, "<missing>")
+        if k in tolerances and isinstance(a, (int, float)) and isinstance(b, (int, float)) \
+                and not isinstance(a, bool) and not isinstance(b, bool):
+            if abs(a - b) <= tolerances[k]:
+                continue
+        elif a == b:
+            continue
+        out.append(f"{k}: built-in {a!r}, ArduCopter {b!r}")
+    return out
+
+
+# ---- pymavlink, the way ArduPilot's autotest uses it -----------------------------------------
+
+
+class Autotest(Gcs):
+    """A pymavlink GCS with the autotest helpers the scenarios need (vehicle_test_suite.py's
+    wait_ready_to_arm, change_mode, arm_vehicle, wait_altitude, mission upload/download)."""
+
+    def __init__(self, port: int, speedup: float, timeout: float = 20):
+        super().__init__(port, timeout)
+        self.speedup = speedup
+        self.heartbeat(timeout)
+        self.m.mav.heartbeat_send(6, 8, 0, 0, 0)  # GCS, INVALID: makes this link active on ArduPilot
+
+    def streams(self, rate: int = 2) -> None:
+        """MAV_DATA_STREAM_ALL, as autotest does; at ``rate`` Hz of sim time, so the speedup
+        multiplies it: kept low enough for this process to read every message as it comes."""
+        self.m.mav.request_data_stream_send(1, 1, 0, rate, 1)
+
+    def wall(self, sim_seconds: float) -> float:
+        return wall(sim_seconds, self.speedup)
+
+    def wait_ready_to_arm(self, timeout: float | None = None) -> bool:
+        """autotest: SYS_STATUS's pre-arm-check health bit set, and the EKF reports a position."""
+        def ready():
+            s = self.recv("SYS_STATUS", 2)
+            e = self.recv("EKF_STATUS_REPORT", 2)
+            return (s is not None and s.onboard_control_sensors_health & PREARM_BIT
+                    and e is not None and e.flags & 0x10)  # EKF_POS_HORIZ_ABS
+        try:
+            wait_for(ready, timeout or self.wall(120), interval=0, what="ready to arm")
+            return True
+        except AssertionError:
+            return False
+
+    def mode(self, name: str) -> int | None:
+        self.m.mav.command_long_send(1, 1, 176, 0, 1, MODES[name], 0, 0, 0, 0, 0)  # DO_SET_MODE
+        ack = self.recv("COMMAND_ACK", 5, lambda a: a.command == 176)
+        return None if ack is None else ack.result
+
+    def cmd(self, cmd: int, *params, timeout: float = 5, frame: int | None = None, x=0, y=0, z=0.0) -> int | None:
+        """COMMAND_LONG (or COMMAND_INT when ``frame`` is given); the ack's result, None without one."""
+        p = list(params) + [0] * (4 - len(params)) if frame is not None else list(params) + [0] * (7 - len(params))
+        if frame is None:
+            self.m.mav.command_long_send(1, 1, cmd, 0, *p)
+        else:
+            self.m.mav.command_int_send(1, 1, frame, cmd, 0, 0, *p[:4], x, y, z)
+        ack = self.recv("COMMAND_ACK", timeout, lambda a: a.command == cmd)
+        return None if ack is None else ack.result
+
+    def armed(self) -> bool:
+        hb = self.recv("HEARTBEAT", 5, lambda h: h.type != 6)
+        return bool(hb and hb.base_mode & 128)
+
+    def arm(self, timeout: float | None = None) -> bool:
+        deadline = time.monotonic() + (timeout or self.wall(30))
+        while time.monotonic() < deadline:
+            if self.cmd(400, 1) == ACCEPTED:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def pos(self):
+        return self.recv("GLOBAL_POSITION_INT", 5)
+
+    def wait_altitude(self, low: float, high: float, timeout: float) -> float | None:
+        """Relative altitude (m) once within [low, high]; None on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            p = self.pos()
+            if p is not None and low <= p.relative_alt / 1000 <= high:
+                return p.relative_alt / 1000
+        return None
+
+    def wait_disarmed(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hb = self.recv("HEARTBEAT", 5, lambda h: h.type != 6)
+            if hb is not None and not hb.base_mode & 128:
+                return True
+        return False
+
+    def takeoff(self, alt: float = 10) -> bool:
+        """GUIDED, arm, NAV_TAKEOFF, climb: True once at ``alt``."""
+        if self.mode("GUIDED") != ACCEPTED or not self.arm():
+            return False
+        if self.cmd(22, 0, 0, 0, 0, 0, 0, alt) != ACCEPTED:
+            return False
+        return self.wait_altitude(alt - 0.5, alt + 2, self.wall(40)) is not None
+
+    def land_and_disarm(self) -> bool:
+        if not self.armed():
+            return True
+        self.mode("LAND")
+        return self.wait_disarmed(self.wall(120))
+
+    def home(self):
+        """HOME_POSITION asked for with MAV_CMD_REQUEST_MESSAGE (ArduPilot 4.x's way)."""
+        self.m.mav.command_long_send(1, 1, 512, 0, 242, 0, 0, 0, 0, 0, 0)
+        return self.recv("HOME_POSITION", 5)
+
+    # -- missions (the MISSION_ITEM_INT protocol unless said otherwise) --
+    def upload(self, items: list[tuple], *, use_int: bool = True) -> dict:
+        """items: (frame, command, current, params1-4, x(lat), y(lon), z); item 0 is home.
+        Returns what the vehicle asked with and its MISSION_ACK type."""
+        self.m.mav.mission_count_send(1, 1, len(items), 0)
+        asked = []
+        for _ in items:
+            req = self.recv_any(("MISSION_REQUEST_INT", "MISSION_REQUEST"), 5)
+            if req is None:
+                break
+            asked.append(req.get_type())
+            frame, command, current, p1, p2, p3, p4, lat, lon, z = items[req.seq]
+            if use_int:
+                self.m.mav.mission_item_int_send(1, 1, req.seq, frame, command, current, 1, p1, p2, p3, p4,
+                                                 int(round(lat * 1e7)), int(round(lon * 1e7)), z, 0)
+            else:
+                self.m.mav.mission_item_send(1, 1, req.seq, frame, command, current, 1, p1, p2, p3, p4, lat, lon, z, 0)
+        ack = self.recv("MISSION_ACK", 5)
+        return {"asked_with": sorted(set(asked)), "asked": len(asked), "ack": None if ack is None else ack.type}
+
+    def download(self, *, use_int: bool = True) -> list | None:
+        """(seq, frame, command, current, lat, lon, z) of each item; None when the count never came."""
+        self.m.mav.mission_request_list_send(1, 1, 0)
+        cnt = self.recv("MISSION_COUNT", 5)
+        if cnt is None:
+            return None
+        out = []
+        for seq in range(cnt.count):
+            if use_int:
+                self.m.mav.mission_request_int_send(1, 1, seq, 0)
+            else:
+                self.m.mav.mission_request_send(1, 1, seq, 0)
+            it = self.recv_any(("MISSION_ITEM_INT", "MISSION_ITEM"), 5, lambda m: m.seq == seq)
+            if it is None:
+                out.append(None)
+                continue
+            scale = 1e7 if it.get_type() == "MISSION_ITEM_INT" else 1
+            out.append((it.get_type(), seq, it.frame, it.command, it.current, round(it.x / scale, 6),
+                        round(it.y / scale, 6), round(it.z, 1)))
+        self.m.mav.mission_ack_send(1, 1, 0, 0)
+        return out
+
+    def clear_mission(self) -> int | None:
+        self.m.mav.mission_clear_all_send(1, 1, 0)
+        ack = self.recv("MISSION_ACK", 5)
+        return None if ack is None else ack.type
+
+    def recv_any(self, types: tuple, timeout: float, cond=None):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = self.m.recv_match(blocking=True, timeout=max(0.01, deadline - time.monotonic()))
+            if msg is None:
+                continue
+            if msg.get_type() == "STATUSTEXT":
+                self.seen_texts.append(msg.text)
+            if msg.get_type() in types and (cond is None or cond(msg)):
+                return msg
+        return None
+
+
+def reset(v: Vehicle, port: int | None = None) -> Autotest:
+    """A GCS on ``port`` (SERIAL0) of a vehicle brought back to a known state: streams asked
+    for, ready to arm, landed, disarmed, no mission, in STABILIZE. The caller closes it."""
+    g = Autotest(port or v.serial0, v.speedup)
+    g.streams()
+    g.land_and_disarm()
+    g.wait_ready_to_arm()
+    g.clear_mission()
+    g.mode("STABILIZE")
+    return g

@@ -1,0 +1,190 @@
+"""A real multi-node Ray cluster on this machine, for the fleet tests and bench/fleet.py.
+
+Each node is ``ray start --block`` as a child process in its own process group (head
+with ``--port``, workers with ``--address``), on 127.0.0.1, with its own RAY_TMPDIR, its
+own SITLPOOL_POOL and SITLPOOL_DATA_DIR, and ``--resources '{"sitl": N}'``. Nodes are
+stopped by process group (SIGTERM, then SIGKILL): never ``ray stop``, which stops every
+Ray on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# ``ray start`` with --node-ip-address 127.0.0.1 kept as given: Ray's CLI otherwise swaps a
+# loopback address for the machine's routable one (services.resolve_ip_for_localhost), and
+# the cluster's traffic must stay on loopback
+RAY_START = [sys.executable, "-c",
+             "import sys, ray._private.services as s; s.resolve_ip_for_localhost = lambda h: h; "
+             "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_env(pool: list[int], data_dir: Path, tmpdir: Path, extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    for k in [k for k in env if k.startswith("SITLPOOL_") or k.startswith("RAY_")]:
+        del env[k]
+    env.update(
+        SITLPOOL_POOL=f"{pool[0]}-{pool[-1]}", SITLPOOL_DATA_DIR=str(data_dir), RAY_TMPDIR=str(tmpdir),
+        RAY_USAGE_STATS_ENABLED="0",
+        # worker ports from the OS (Ray's default 10002-19999 overlaps SITL instances 425-1423)
+        RAY_USE_RANDOM_PORTS="1",
+        # node death seen in ~8 s instead of ~15 s, so the node-loss test stays short (shorter
+        # declares busy nodes dead on a loaded machine)
+        RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="8",
+    )
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Node:
+    name: str
+    pool: list[int]
+    data_dir: Path
+    tmpdir: Path
+    proc: subprocess.Popen | None = None
+    log: Path | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal_group(self, sig: int) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def kill(self) -> None:
+        """SIGKILL the node's whole process group (raylet, workers, ...): a machine lost."""
+        self.signal_group(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def session_pids(self) -> list[int]:
+        """Every process of the node's session: Ray's workers get process groups of their own."""
+        out = []
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    stat = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(stat[3]) == self.proc.pid and stat[0] != "Z":
+                    out.append(int(d))
+        return out
+
+    def stop(self, grace: float = 5.0) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.signal_group(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        # whatever of the group, and of the session, outlived the leader
+        self.signal_group(signal.SIGKILL)
+        for pid in self.session_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+
+
+@dataclass
+class RayCluster:
+    """``nodes[0]`` is the head. ``address`` is ``127.0.0.1:<port>``."""
+
+    root: Path
+    nodes: list[Node] = field(default_factory=list)
+    address: str = ""
+
+    @classmethod
+    def start(cls, pools: list[list[int]], sitl_per_node: int | None = None, num_cpus: int = 1,
+              root: Path | None = None, timeout: float = 90.0, env_extra: dict | None = None) -> "RayCluster":
+        # short root: Ray's unix socket paths must fit in 107 bytes
+        root = Path(root or tempfile.mkdtemp(prefix="rc-", dir="/tmp"))
+        c = cls(root)
+        port = free_port()
+        c.address = f"127.0.0.1:{port}"
+        try:
+            for i, pool in enumerate(pools):
+                name = "head" if i == 0 else f"w{i}"
+                node = Node(name, pool, root / name / "data", root / name / "t")
+                node.data_dir.mkdir(parents=True)
+                node.tmpdir.mkdir(parents=True)
+                node.log = root / name / "ray.log"
+                n = sitl_per_node if sitl_per_node is not None else len(pool)
+                args = [*RAY_START, "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", str(num_cpus),
+                        "--resources", json.dumps({"sitl": n}), "--object-store-memory", str(80 * 1024 * 1024),
+                        "--dashboard-agent-listen-port", str(free_port()), "--include-log-monitor", "false",
+                        "--disable-usage-stats", "--ray-client-server-port", str(free_port())]
+                if i == 0:
+                    args += ["--head", "--port", str(port), "--include-dashboard", "false", "--dashboard-port", str(free_port()),
+                             "--temp-dir", str(node.tmpdir)]
+                else:
+                    args += ["--address", c.address]
+                c.nodes.append(node)
+                # one at a time, and again if Ray's own 30 s registration limit ran out on busy cores
+                for attempt in range(3):
+                    offset = node.log.stat().st_size if node.log.exists() else 0
+                    with open(node.log, "ab") as log:
+                        node.proc = subprocess.Popen(args, env=node_env(pool, node.data_dir, node.tmpdir, env_extra),
+                                                     cwd=root / name, stdin=subprocess.DEVNULL, stdout=log,
+                                                     stderr=subprocess.STDOUT, start_new_session=True)
+                    try:
+                        c._wait_started(node, timeout, offset)
+                        break
+                    except RuntimeError:
+                        node.stop()
+                        if attempt == 2:
+                            raise
+        except BaseException:
+            c.stop()
+            raise
+        return c
+
+    def _wait_started(self, node: Node, timeout: float, offset: int = 0) -> None:
+        """Until ``ray start`` says the node runs (it registered with the GCS)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = node.log.read_bytes()[offset:].decode(errors="replace")
+            if "Ray runtime started" in text and node.alive:
+                return
+            if not node.alive:
+                raise RuntimeError(f"ray node {node.name} exited: {text[-2000:]}")
+            time.sleep(0.2)
+        raise RuntimeError(f"ray node {node.name} did not start within {timeout:g}s: {node.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        for n in reversed(self.nodes):  # workers first: the head outlives them
+            n.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

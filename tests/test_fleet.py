@@ -1,0 +1,271 @@
+"""Fleets on Ray: a real 3-node Ray cluster on this machine (loopback), each node with its
+own pool and data dir, SITLs placed by Ray and leased by each node's flock leases."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import listening, processes_under, release_blocks, reserve_blocks, start_sim, wait_for
+
+ray = pytest.importorskip("ray")
+
+import ray_cluster  # noqa: E402
+from ray_cluster import RayCluster  # noqa: E402
+
+SPEEDUP = 20
+
+
+# ---- scenarios, shipped to the nodes by value (as a user's script would be) ----------------
+
+
+def hop(sitl, item):
+    """The pytest plugin's helpers on the node's local handle: up to a few metres, land."""
+    sitl.arm_and_takeoff(item.get("alt", 4))
+    top = sitl.vehicle.rel_alt
+    if item.get("hover_s"):
+        time.sleep(item["hover_s"])
+    if item.get("boom"):
+        raise AssertionError(f"boom at {top:.1f} m")
+    sitl.link.land()
+    sitl.wait_disarmed(60)
+    return {"n": item["n"], "instance": sitl.instance, "top_m": round(top, 1), "pid": sitl.pid}
+
+
+def fly_hop(s) -> dict:
+    """A hop through a RemoteSitl, with the MCP tools' calls."""
+    assert s.set_mode("GUIDED")["ok"]
+    assert s.arm()["ok"]
+    assert s.takeoff(4)["ok"]
+    up = s.wait_until("altitude_above", 3.5, 30)
+    assert up["result"] == "met", up
+    assert s.land()["ok"]
+    down = s.wait_until("disarmed", None, 50)
+    assert down["result"] == "met", down
+    return up["snapshot"]
+
+
+# ---- the cluster -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray import cloudpickle
+
+    from sitlpool.fleet import Fleet
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    blocks = reserve_blocks(3)
+    pools = [blocks[0:2], blocks[6:8], blocks[12:14]]
+    c = RayCluster.start(pools, sitl_per_node=2, timeout=120)
+    try:
+        c.fleet = Fleet(c.address)
+        yield c
+    finally:
+        try:
+            if ray.is_initialized():
+                c.fleet.close()
+                ray.shutdown()
+        finally:
+            c.stop()
+            release_blocks(blocks)
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def node_of(c: RayCluster, pool_instance: int):
+    return next(n for n in c.nodes if pool_instance in n.pool)
+
+
+def sitls_of(node) -> list[int]:
+    """The SITL processes running in a node's data dir (their cwd is sessions/<n>/)."""
+    return [p for p in processes_under(node.data_dir) if "sitlpool.sim" in open(f"/proc/{p}/cmdline").read()]
+
+
+def held(node) -> list[int]:
+    from sitlpool.leases import LeasePool
+
+    return [h.instance for h in LeasePool(node.data_dir / "leases", node.pool, check=False).status()]
+
+
+@pytest.fixture
+def fleet(cluster):
+    yield cluster.fleet
+    cluster.fleet.close_all()
+    for n in cluster.nodes:
+        if n.alive:
+            wait_for(lambda: not sitls_of(n) and not held(n), 20, 0.2, f"node {n.name}'s SITLs to stop")
+
+
+# ---- tests -------------------------------------------------------------------------------
+
+
+def test_ray_resources_is_the_pool_size(monkeypatch):
+    from sitlpool.fleet.cli import ray_resources_json
+
+    monkeypatch.setenv("SITLPOOL_POOL", "40-45,50")
+    assert json.loads(ray_resources_json()) == {"sitl": 7}
+
+
+def test_importing_sitlpool_never_imports_ray():
+    code = ("import sys, sitlpool, sitlpool.fleet, sitlpool.fleet.cli; from sitlpool import cli; "
+            "assert 'ray' not in sys.modules, 'ray imported'; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "ok", r.stderr
+
+
+def test_six_open_two_per_node_fly_and_a_seventh_waits(cluster, fleet):
+    from sitlpool.fleet import NoRoom
+
+    with ThreadPoolExecutor(6) as ex:
+        sitls = list(ex.map(lambda i: fleet.open(speedup=SPEEDUP, label=f"six-{i}"), range(6)))
+    # Ray placed them on every node, two per node, each on an instance of that node's pool
+    per_node = {}
+    for s in sitls:
+        per_node.setdefault(s.node_id, []).append(s)
+        node = node_of(cluster, s.instance)
+        assert s.host == "127.0.0.1"
+        assert s.endpoint("serial1") == f"tcp:127.0.0.1:{s.ports.serial1}"
+        assert s.instance in held(node)
+    assert sorted(len(v) for v in per_node.values()) == [2, 2, 2]
+    assert len({s.instance for s in sitls}) == 6
+
+    # status --ray: every node's leases, the node in each row
+    from sitlpool.fleet.cli import status_main
+
+    out = status_main(["--ray", cluster.address, "--json"])
+    doc = json.loads(out)
+    assert len(doc["nodes"]) == 3 and all("error" not in n for n in doc["nodes"])
+    rows = {(r["node_id"], r["instance"]): r for r in doc["held"]}
+    for s in sitls:
+        r = rows[(s.node_id, s.instance)]
+        assert r["owner"] == f"sitlpool session {s.session_id} ({s.label})"
+        assert r["host"] == "127.0.0.1"
+    assert len(doc["held"]) == 6
+    table = status_main(["--ray", cluster.address])
+    assert all(s.node_id[:8] in table for s in sitls)
+
+    # a seventh: refused at once when asked not to wait...
+    with pytest.raises(NoRoom, match="no node of the cluster had a free sitl slot at once"):
+        fleet.open(speedup=SPEEDUP, wait_s=0)
+    # ... and placed as soon as a slot frees when it waits
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(fleet.open(speedup=SPEEDUP, label="seventh")))
+    waiter.start()
+    time.sleep(2)
+    assert not got, "the seventh SITL started while every slot was taken"
+
+    with ThreadPoolExecutor(6) as ex:
+        snaps = list(ex.map(fly_hop, sitls))
+    for s, snap in zip(sitls, snaps):
+        assert snap["instance"] == s.instance and snap["node_id"] == s.node_id
+        assert snap["vehicle"]["relative_alt_m"] >= 3.5
+    first = sitls[0]
+    assert first.get_param("RTL_ALT") > 0
+    assert first.set_param("RTL_ALT", 2000) == 2000
+    first.close()
+    assert first.status.success and first.state == "closed"
+    waiter.join(60)
+    assert got and got[0].node_id == first.node_id
+    assert fly_hop(got[0])["vehicle"]["relative_alt_m"] >= 3.5
+
+
+def test_an_instance_taken_outside_sitlpool_is_skipped(cluster, fleet, procs, tmp_path):
+    from sitlpool.fleet import NoRoom
+    from sitlpool.instances import ports
+
+    head = cluster.nodes[0]
+    outside_n = head.pool[0]
+    outside = start_sim(procs, tmp_path / "outside", outside_n, "--speedup", "5")  # no lease: someone else's
+    wait_for(lambda: listening(ports(outside_n).serial0), 10, 0.05, "the outside SITL")
+    sitls = [fleet.open(speedup=SPEEDUP, label=f"skip-{i}") for i in range(5)]
+    assert outside_n not in {s.instance for s in sitls}
+    assert sum(s.instance in head.pool for s in sitls) == 1
+    # Ray still counts a free slot on the head: its lease refuses, and no other node has room
+    with pytest.raises(NoRoom, match="refused"):
+        fleet.open(speedup=SPEEDUP, wait_s=0)
+    assert outside.poll() is None, "the outside SITL was disturbed"
+    assert outside_n not in held(head)
+
+
+def test_map_returns_every_result_in_item_order(cluster, fleet):
+    items = [{"n": i, "alt": 3 + i % 3} for i in range(12)]
+    t0 = time.monotonic()
+    results = fleet.map(hop, items, speedup=SPEEDUP, progress=False)
+    assert [r["n"] for r in results] == list(range(12)), results
+    assert all(r["top_m"] >= items[r["n"]]["alt"] - 0.6 for r in results)
+    pools = {n for node in cluster.nodes for n in node.pool}
+    assert {r["instance"] for r in results} <= pools
+    print(f"map of 12 hops: {time.monotonic() - t0:.1f}s")
+
+
+def test_a_failing_item_is_its_result_with_texts_and_stderr(cluster, fleet):
+    from sitlpool.fleet import ItemFailed
+
+    results = fleet.map(hop, [{"n": 0}, {"n": 1, "boom": True}], speedup=SPEEDUP, progress=False)
+    assert results[0]["n"] == 0
+    err = results[1]
+    assert isinstance(err, ItemFailed) and err.index == 1
+    assert err.type == "AssertionError" and "boom at" in err.error
+    assert any("Arm" in t or "Takeoff" in t or "GUIDED" in t or t for t in err.texts) and err.texts
+    assert "SERIAL0" in err.stderr_tail or "bind port" in err.stderr_tail, err.stderr_tail
+    assert "hop" in err.traceback
+
+
+def test_serve_backend_flies_a_hop_on_the_cluster(cluster, fleet):
+    """The sessions backend ``sitlpool serve --ray`` uses: open_sitl lands on the cluster and
+    every flight tool answers through it."""
+    from sitlpool.fleet.serve import RaySessions
+
+    sessions = RaySessions(cluster.address)
+    s = sessions.open(label="mcp-hop", speedup=SPEEDUP)
+    info = s.info()
+    assert info["connect"]["serial1"] == f"tcp:127.0.0.1:{ports_of(info['instance']).serial1}"
+    assert info["node_id"] in {n["node_id"] for n in fleet.nodes()}
+    sessions.fly(s.id, "set_mode", mode="GUIDED")
+    sessions.fly(s.id, "arm")
+    sessions.fly(s.id, "takeoff", altitude_m=4)
+    assert sessions.wait_until(s.id, "altitude_above", 3.5, 30)["result"] == "met"
+    assert sessions.snapshot(s.id)["vehicle"]["armed"] is True
+    assert sessions.get(s.id).link.get_param("RTL_ALT") > 0
+    sessions.fly(s.id, "land")
+    assert sessions.wait_until(s.id, "disarmed", None, 50)["result"] == "met"
+    closed = sessions.close(s.id)
+    assert closed["closed"].startswith("SITL stopped")
+    sessions.close_all()
+
+
+def ports_of(n):
+    from sitlpool.instances import ports
+
+    return ports(n)
+
+
+def test_a_worker_node_killed_mid_map_reruns_its_items_elsewhere(cluster, fleet):
+    victim = cluster.nodes[2]
+    items = [{"n": i, "alt": 3, "hover_s": 2.0} for i in range(8)]
+    out: list = []
+    runner = threading.Thread(target=lambda: out.append(fleet.map(hop, items, speedup=SPEEDUP, progress=False)))
+    runner.start()
+    pids = wait_for(lambda: sitls_of(victim), 60, 0.1, "a map item on the victim node")
+    assert held(victim)
+    victim.kill()  # SIGKILL to its process group: raylet and its agents; its workers follow
+    # its SITLs exit with their parent (the worker), and the kernel freed its leases
+    wait_for(lambda: not [p for p in pids if os.path.exists(f"/proc/{p}") and
+                          open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"],
+             30, 0.2, "the dead node's SITLs to exit")
+    wait_for(lambda: not held(victim), 30, 0.2, "the dead node's leases to be free")
+    runner.join(240)
+    assert not runner.is_alive(), "map hung after a node died"
+    results = out[0]
+    assert [r["n"] for r in results] == list(range(8)), results
+    victim_pool = set(victim.pool)
+    assert not [r for r in results if r["instance"] in victim_pool and r["pid"] in pids]
