@@ -52,10 +52,11 @@ async def hop(e: dict, speedup: float, out: dict) -> None:
                     t = time.monotonic()
                     await call(s, "snapshot", session_id=sid)
                     out.setdefault("snap", []).append(time.monotonic() - t)
+                # an agent's natural order: GUIDED at once, arm retried while refused
+                await call(s, "set_mode", session_id=sid, mode="GUIDED")
                 deadline = time.monotonic() + 120
                 while True:
                     try:
-                        await call(s, "set_mode", session_id=sid, mode="GUIDED")
                         await call(s, "arm", session_id=sid)
                         break
                     except RuntimeError:

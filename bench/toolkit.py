@@ -15,7 +15,12 @@ import time
 from collections import deque
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# bench/mcp.py is named like the SDK: keep this folder off the path while importing the SDK
+_here = str(Path(__file__).resolve().parent)
+sys.path = [p for p in sys.path if str(Path(p or ".").resolve()) != _here]
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+
+sys.path.insert(0, _here)
 from _util import report, stats, timeit  # noqa: E402
 
 BASE = 230  # real SITL keeps -I in a uint8: instances below 256 (flight's tests use 200-251 in blocks, ours 230+)
@@ -129,7 +134,24 @@ def bench_params() -> None:
             h.kill(wait=True)
 
 
+def bench_register() -> None:
+    """What the toolkit adds to ``sitlpool serve``'s start (tools are registered before initialize)."""
+    from sitlpool import toolkit
+
+    samples = []
+    for _ in range(5):
+        mcp = MCPServer("bench")
+        t = time.process_time()
+        toolkit.register(mcp, None, None)
+        samples.append(time.process_time() - t)
+    report("toolkit.register (9 tools) CPU, part of MCP start", stats(samples))
+    code = "import sys, sitlpool.server, sitlpool.toolkit; print(sorted({'pymavlink', 'PIL', 'matplotlib'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    report("heavy modules imported by the server at start", out, "[]")
+
+
 if __name__ == "__main__":
+    bench_register()
     bench_picture()
     bench_state_writer()
     bench_params()

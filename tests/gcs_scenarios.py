@@ -64,6 +64,7 @@ class Vehicle:
     serial0: int = 0
     serial1: int = 0
     serial2: int = 0
+    binary: Path | None = None
 
     @property
     def speedup(self) -> float:
@@ -103,7 +104,7 @@ def launch(kind: str, binary: Path | None, instance: int, cwd: Path, home_as_two
                "--irlock-port", str(9005 + 10 * n), "-I", "0"]
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=open(cwd / "stdout", "ab"), stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
-    v = Vehicle(kind, n, proc, cwd, 5760 + 10 * n, 5762 + 10 * n, 5763 + 10 * n)
+    v = Vehicle(kind, n, proc, cwd, 5760 + 10 * n, 5762 + 10 * n, 5763 + 10 * n, binary)
     try:
         wait_for(lambda: listening(v.serial0) or proc.poll() is not None, 20, what=f"{kind} SERIAL0")
     except AssertionError:
@@ -128,6 +129,49 @@ def vehicle_fixture(request, tmp_path_factory, kind: str):
     finally:
         v.stop()
         release_blocks(blocks)
+
+
+@pytest.fixture(scope="module")
+def builtin_vehicle(request, tmp_path_factory):
+    """The test module's built-in vehicle (import this fixture into the module)."""
+    yield from vehicle_fixture(request, tmp_path_factory, "builtin")
+
+
+@pytest.fixture(scope="module")
+def arducopter_vehicle(request, tmp_path_factory):
+    """The test module's real ArduCopter (skipped without a binary)."""
+    yield from vehicle_fixture(request, tmp_path_factory, "arducopter")
+
+
+@pytest.fixture(scope="module")
+def records(request):
+    """Records of the test module's SCENARIOS, per vehicle kind."""
+    return Records(request, request.module.SCENARIOS)
+
+
+def cases(groups, xfail: dict[str, str]) -> list:
+    """pytest params (group, kind) for every expectation group on every vehicle kind; a group in
+    ``xfail`` is a known built-in difference: strict xfail on the built-in vehicle, so it fails
+    once fixed."""
+    out = []
+    for group in groups:
+        for kind in KINDS:
+            marks = []
+            if kind == "builtin" and group in xfail:
+                marks.append(pytest.mark.xfail(strict=True, reason=f"built-in vehicle differs from ArduCopter: {xfail[group]}"))
+            out.append(pytest.param(group, kind, marks=marks, id=f"{group}-{kind}"))
+    return out
+
+
+def assert_same(gcs: str, name: str, records: "Records", tolerances: dict) -> None:
+    """The differential test: scenario ``name``'s records on both vehicles are equal."""
+    real = records.get(name, "arducopter")
+    ours = records.get(name, "builtin")
+    print(f"{gcs} {name}: built-in {ours['_seconds']}s, ArduCopter {real['_seconds']}s",
+          {k: (ours.get(k), real.get(k)) for k in ours if k.startswith("_") and k != "_seconds"} or "")
+    diff = differences(ours, real, tolerances)
+    assert not diff, (f"{gcs} {name}: the built-in vehicle differs from ArduCopter:\n" + "\n".join(diff)
+                      + f"\nbuilt-in: {ours}\nArduCopter: {real}")
 
 
 class Records:
@@ -229,9 +273,22 @@ class Autotest(Gcs):
             return False
 
     def mode(self, name: str) -> int | None:
-        self.m.mav.command_long_send(1, 1, 176, 0, 1, MODES[name], 0, 0, 0, 0, 0)  # DO_SET_MODE
+        return self.mode_number(MODES[name])
+
+    def mode_number(self, number: int) -> int | None:
+        self.m.mav.command_long_send(1, 1, 176, 0, 1, number, 0, 0, 0, 0, 0)  # DO_SET_MODE
         ack = self.recv("COMMAND_ACK", 5, lambda a: a.command == 176)
         return None if ack is None else ack.result
+
+    def param_get(self, name: str) -> float | None:
+        self.m.mav.param_request_read_send(1, 1, name.encode(), -1)
+        m = self.recv("PARAM_VALUE", 5, lambda m: m.param_id == name)
+        return None if m is None else m.param_value
+
+    def param_set(self, name: str, value: float) -> float | None:
+        self.m.mav.param_set_send(1, 1, name.encode(), value, 9)  # MAV_PARAM_TYPE_REAL32
+        m = self.recv("PARAM_VALUE", 5, lambda m: m.param_id == name)
+        return None if m is None else m.param_value
 
     def cmd(self, cmd: int, *params, timeout: float = 5, frame: int | None = None, x=0, y=0, z=0.0) -> int | None:
         """COMMAND_LONG (or COMMAND_INT when ``frame`` is given); the ack's result, None without one."""
@@ -266,6 +323,16 @@ class Autotest(Gcs):
             if p is not None and low <= p.relative_alt / 1000 <= high:
                 return p.relative_alt / 1000
         return None
+
+    def wait_position(self, lat: float, lon: float, within: float, timeout: float, rel_alt: float | None = None) -> bool:
+        """True once within ``within`` m of (lat, lon) (and 1 m of ``rel_alt`` when given)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            p = self.pos()
+            if p and distance(p.lat / 1e7, p.lon / 1e7, lat, lon) < within and (
+                    rel_alt is None or abs(p.relative_alt / 1000 - rel_alt) < 1):
+                return True
+        return False
 
     def wait_disarmed(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

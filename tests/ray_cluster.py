@@ -30,9 +30,19 @@ RAY_START = [sys.executable, "-c",
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for one of Ray's fixed listeners, outside the ephemeral range that gRPC servers
+    (which bind with SO_REUSEPORT, so a bind test cannot see them) pick from, and above the
+    test SITLs' ports."""
+    import random
+
+    while True:
+        port = random.randrange(23000, 32000)
+        try:
+            with socket.socket() as s:
+                s.bind(("0.0.0.0", port))
+            return port
+        except OSError:
+            continue
 
 
 def node_env(pool: list[int], data_dir: Path, tmpdir: Path, extra: dict | None = None) -> dict:
@@ -42,6 +52,8 @@ def node_env(pool: list[int], data_dir: Path, tmpdir: Path, extra: dict | None =
     env.update(
         SITLPOOL_POOL=f"{pool[0]}-{pool[-1]}", SITLPOOL_DATA_DIR=str(data_dir), RAY_TMPDIR=str(tmpdir),
         RAY_USAGE_STATS_ENABLED="0",
+        # a HOME of its own: no ~/.ray/auth_token of another Ray on this machine applies
+        HOME=str(tmpdir.parent),
         # worker ports from the OS (Ray's default 10002-19999 overlaps SITL instances 425-1423)
         RAY_USE_RANDOM_PORTS="1",
         # node death seen in ~8 s instead of ~15 s, so the node-loss test stays short (shorter

@@ -15,21 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from gcs_scenarios import KINDS, Autotest, Records, check, differences, offset, vehicle_fixture
+from gcs_scenarios import Autotest, arducopter_vehicle, assert_same, builtin_vehicle, cases, check, offset, records  # noqa: F401
 
 MAVPROXY = shutil.which("mavproxy.py", path=str(Path(sys.executable).parent)) or shutil.which("mavproxy.py")
 pytestmark = [pytest.mark.skipif(MAVPROXY is None, reason="mavproxy.py not installed (pip install MAVProxy)"),
               pytest.mark.xdist_group("gcs_mavproxy")]  # one worker flies the module's vehicles (--dist loadgroup)
-
-
-@pytest.fixture(scope="module")
-def builtin_vehicle(request, tmp_path_factory):
-    yield from vehicle_fixture(request, tmp_path_factory, "builtin")
-
-
-@pytest.fixture(scope="module")
-def arducopter_vehicle(request, tmp_path_factory):
-    yield from vehicle_fixture(request, tmp_path_factory, "arducopter")
 
 
 class MavProxy:
@@ -181,35 +171,11 @@ TOLERANCES: dict = {}
 XFAIL: dict[str, str] = {}
 
 
-@pytest.fixture(scope="module")
-def records(request):
-    return Records(request, SCENARIOS)
-
-
-def _params():
-    out = []
-    for group in EXPECT:
-        for kind in KINDS:
-            marks = []
-            if kind == "builtin" and group in XFAIL:
-                marks.append(pytest.mark.xfail(strict=True, reason=f"built-in vehicle differs from ArduCopter: {XFAIL[group]}"))
-            out.append(pytest.param(group, kind, marks=marks, id=f"{group}-{kind}"))
-    return out
-
-
-@pytest.mark.parametrize("group,kind", _params())
+@pytest.mark.parametrize("group,kind", cases(EXPECT, XFAIL))
 def test_mavproxy(records, group, kind):
-    rec = records.get("session", kind)
-    bad = check(rec, EXPECT[group])
+    bad = check(records.get("session", kind), EXPECT[group])
     assert not bad, f"MAVProxy on {kind}: " + "; ".join(bad)
 
 
 def test_mavproxy_same_as_arducopter(records):
-    real = records.get("session", "arducopter")
-    ours = records.get("session", "builtin")
-    print(f"MAVProxy session: built-in {ours['_seconds']}s (parameters: {ours.get('_param_count')} in "
-          f"{ours.get('_param_download_s')}s), ArduCopter {real['_seconds']}s (parameters: {real.get('_param_count')} "
-          f"in {real.get('_param_download_s')}s)")
-    diff = differences(ours, real, TOLERANCES)
-    assert not diff, ("MAVProxy sees the built-in vehicle differ from ArduCopter:\n" + "\n".join(diff)
-                      + f"\nbuilt-in: {ours}\nArduCopter: {real}")
+    assert_same("MAVProxy", "session", records, TOLERANCES)

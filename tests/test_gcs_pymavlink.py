@@ -9,20 +9,10 @@ import time
 import pytest
 
 from conftest import release_blocks, reserve_blocks
-from gcs_scenarios import (ACCEPTED, HOME, KINDS, Autotest, Records, check, differences, distance, launch, near, offset,
-                           reset, vehicle_fixture)
+from gcs_scenarios import (ACCEPTED, FAILED, HOME, Autotest, arducopter_vehicle, assert_same, builtin_vehicle,  # noqa: F401
+                           cases, check, distance, launch, near, offset, records, reset)
 
 pytestmark = pytest.mark.xdist_group("gcs_pymavlink")  # one worker flies the module's vehicles (--dist loadgroup)
-
-
-@pytest.fixture(scope="module")
-def builtin_vehicle(request, tmp_path_factory):
-    yield from vehicle_fixture(request, tmp_path_factory, "builtin")
-
-
-@pytest.fixture(scope="module")
-def arducopter_vehicle(request, tmp_path_factory):
-    yield from vehicle_fixture(request, tmp_path_factory, "arducopter")
 
 
 # streamed telemetry (ArduCopter sends one SYS_STATUS to a new client unasked: not a stream)
@@ -98,12 +88,7 @@ def s_reposition_amsl(v) -> dict:
         lat, lon = offset(h.latitude / 1e7, h.longitude / 1e7, 20, 0)
         amsl = h.altitude / 1000 + 8
         rec["reposition"] = g.cmd(192, -1, 1, 0, 0, frame=0, x=int(lat * 1e7), y=int(lon * 1e7), z=amsl)
-        end = time.monotonic() + v.wall(60)
-        p = None
-        while time.monotonic() < end:
-            p = g.pos()
-            if p and distance(p.lat / 1e7, p.lon / 1e7, lat, lon) < 1.5 and abs(p.alt / 1000 - amsl) < 1:
-                break
+        g.wait_position(lat, lon, 1.5, v.wall(60), rel_alt=8)
         time.sleep(30 / v.speedup)  # settle: where it stays, not where it passed
         p = g.pos()
         rec["reached_rel_alt"] = None if p is None else round(p.relative_alt / 1000, 1)
@@ -198,12 +183,7 @@ def s_guided_mission_item(v) -> dict:
         g.m.mav.mission_item_send(1, 1, 0, 3, 16, 2, 0, 0, 0, 0, 0, lat, lon, 12)
         ack = g.recv("MISSION_ACK", 5)
         rec["ack"] = None if ack is None else ack.type
-        end = time.monotonic() + v.wall(60)
-        reached = False
-        while time.monotonic() < end and not reached:
-            p = g.pos()
-            reached = bool(p and distance(p.lat / 1e7, p.lon / 1e7, lat, lon) < 1.5 and abs(p.relative_alt / 1000 - 12) < 1)
-        rec["reached"] = reached
+        rec["reached"] = g.wait_position(lat, lon, 1.5, v.wall(60), rel_alt=12)
         rec["landed"] = g.land_and_disarm()
         return rec
     finally:
@@ -221,11 +201,7 @@ def s_auto_rtl_home_reset(v) -> dict:
             return rec
         lat, lon = offset(h0.latitude / 1e7, h0.longitude / 1e7, 0, 25)
         g.m.mav.set_position_target_global_int_send(0, 1, 1, 6, 0xFF8, int(lat * 1e7), int(lon * 1e7), 10, 0, 0, 0, 0, 0, 0, 0, 0)
-        end = time.monotonic() + v.wall(60)
-        while time.monotonic() < end:
-            p = g.pos()
-            if p and distance(p.lat / 1e7, p.lon / 1e7, lat, lon) < 1:
-                break
+        g.wait_position(lat, lon, 1, v.wall(60))
         rec["landed_away"] = g.land_and_disarm()
         spot = g.pos()
         items = _mission(spot.lat / 1e7, spot.lon / 1e7, h0.altitude / 1000)
@@ -279,6 +255,109 @@ def s_statustext_everywhere(v) -> dict:
         a.close()
 
 
+COPTER_MODES = {"ACRO": 1, "ALT_HOLD": 2, "AUTO": 3, "LOITER": 5, "RTL": 6, "CIRCLE": 7, "LAND": 9, "DRIFT": 11,
+                "SPORT": 13, "FLIP": 14, "AUTOTUNE": 15, "POSHOLD": 16, "BRAKE": 17, "THROW": 18, "AVOID_ADSB": 19,
+                "GUIDED_NOGPS": 20, "SMART_RTL": 21, "FLOWHOLD": 22, "FOLLOW": 23, "ZIGZAG": 24, "SYSTEMID": 25,
+                "AUTOROTATE": 26, "AUTO_RTL": 27, "TURTLE": 28, "GUIDED": 4, "STABILIZE": 0}
+# common commands a GCS sends on the ground, in this order (some change the mode the next ones meet)
+COMMANDS = {"request_autopilot_version": (512, 148), "request_home_position": (512, 242),
+            "request_capabilities": (520, 1), "message_interval_attitude": (511, 30, 1e6),
+            "message_interval_default": (511, 30, 0), "set_home_here": (179, 1), "change_speed": (178, 1, 5, -1),
+            "set_servo": (183, 9, 1500), "set_relay": (181, 0, 1), "fence_disable": (207, 0), "send_banner": (42428,),
+            "get_home_position": (410,), "roi_location": (195, 0, 0, 0, 0, -35.36, 149.16, 590), "roi_none": (197,),
+            "mount_control": (205,), "aux_function": (218, 0, 0), "gripper": (211, 1, 0), "preflight_storage": (245, 0),
+            "do_jump": (177, 1, 1), "set_ekf_source": (42007, 1), "digicam_control": (203, 0, 0, 0, 0, 1),
+            "engine_control": (223, 1), "airframe_configuration": (2520, 0), "flight_termination_off": (185, 0),
+            "reposition_as_command_long": (192, -1, 1, 0, 0, -35.36, 149.16, 590), "condition_yaw": (115, 90, 0, 1, 0),
+            "takeoff_disarmed": (22, 0, 0, 0, 0, 0, 0, 10), "mission_start_no_mission": (300, 0, 0),
+            "land_disarmed": (21,), "rtl_disarmed": (20,)}
+
+
+def s_mode_and_command_acks(v) -> dict:
+    """On the ground, disarmed: every Copter mode number, then common commands: each ack's result."""
+    g = reset(v)
+    try:
+        rec = {f"mode {name}": g.mode_number(n) for name, n in COPTER_MODES.items()}
+        rec.update({f"command {name}": g.cmd(*c) for name, c in COMMANDS.items()})
+        g.mode("STABILIZE")
+        return rec
+    finally:
+        g.close()
+
+
+def s_reboot_keeps_state(v) -> dict:
+    """PREFLIGHT_REBOOT_SHUTDOWN: its ack; the mission and a changed parameter survive the reboot
+    (eeprom), and the vehicle becomes ready again."""
+    g = reset(v)
+    try:
+        h = g.home()
+        items = _mission(h.latitude / 1e7, h.longitude / 1e7, h.altitude / 1000)[:4]
+        rec = {"upload_ack": g.upload(items)["ack"], "param_set": g.param_set("WPNAV_SPEED", 777)}
+        rec["reboot"] = g.cmd(246, 1)
+        g.close()
+        time.sleep(0.5)
+        g = Autotest(v.serial0, v.speedup)
+        g.streams()
+        rec["ready_again"] = g.wait_ready_to_arm()
+        got = g.download()
+        rec["mission_after"] = None if got is None else [None if i is None else (i[2], i[3]) for i in got]
+        rec["param_after"] = g.param_get("WPNAV_SPEED")
+        g.param_set("WPNAV_SPEED", 1000)
+        return rec
+    finally:
+        g.close()
+
+
+def s_fresh_start(v) -> dict:
+    """A vehicle just started (`--home -35.36,...` as two arguments, as sim_vehicle.py passes it):
+    GUIDED at once, arming before it is ready, and ArduCopter's rule that a takeoff in a GUIDED
+    entered before the EKF used GPS is refused until GUIDED is entered again. Flies a vehicle of
+    its own (of ``v``'s kind), started here."""
+    blocks = reserve_blocks(1)
+    v = launch(v.kind, v.binary, blocks[0], v.cwd.parent / f"{v.cwd.name}-fresh", home_as_two_args=True)
+    g = None
+    try:
+        g = Autotest(v.serial0, v.speedup)
+        g.streams()
+        rec = {"guided_at_start": g.mode("GUIDED"), "arm_at_start": g.cmd(400, 1)}
+        rec["arm_refusal_says"] = next((t.split(":")[0] for t in g.seen_texts if t.startswith(("Arm", "PreArm"))), None)
+        gps = g.recv("GPS_RAW_INT", v.wall(60), lambda m: m.fix_type >= 3)
+        rec["gps_fix_from_home_m"] = None if gps is None else round(distance(gps.lat / 1e7, gps.lon / 1e7, HOME[0], HOME[1]), 1)
+        rec["ready"] = g.wait_ready_to_arm()
+        rec["armed"] = g.arm()
+        rec["takeoff_in_early_guided"] = g.cmd(22, 0, 0, 0, 0, 0, 0, 5)
+        rec["guided_again"] = g.mode("GUIDED")
+        rec["armed_again"] = g.armed() or g.arm()
+        rec["takeoff_after_guided_again"] = g.cmd(22, 0, 0, 0, 0, 0, 0, 5)
+        rec["climbed"] = g.wait_altitude(4.5, 7, v.wall(30)) is not None
+        rec["landed"] = g.land_and_disarm()
+        return rec
+    finally:
+        if g is not None:
+            g.close()
+        v.stop()
+        release_blocks(blocks)
+
+
+def s_packet_sequence(v) -> dict:
+    """Each packet on a link carries the next sequence number (0-255, wrapping): pymavlink and
+    MAVProxy count gaps as lost packets."""
+    g = reset(v)
+    try:
+        seqs = []
+        while len(seqs) < 100:
+            m = g.m.recv_match(blocking=True, timeout=5)
+            if m is None:
+                break
+            if m.get_srcSystem() == 1 and m.get_type() != "BAD_DATA":
+                seqs.append(m.get_seq())
+        steps = [(b - a) % 256 for a, b in zip(seqs, seqs[1:])]
+        return {"packets": len(seqs) == 100, "consecutive": sum(s == 1 for s in steps) >= 0.9 * len(steps) if steps else None,
+                "loss_reported_by_pymavlink": g.m.mav_loss > 10}
+    finally:
+        g.close()
+
+
 SCENARIOS = {
     "streams": s_streams,
     "serial1_asks_first": s_serial1_asks_first,
@@ -289,6 +368,10 @@ SCENARIOS = {
     "guided_mission_item": s_guided_mission_item,
     "auto_rtl_home_reset": s_auto_rtl_home_reset,
     "statustext_everywhere": s_statustext_everywhere,
+    "mode_and_command_acks": s_mode_and_command_acks,
+    "reboot_keeps_state": s_reboot_keeps_state,
+    "fresh_start": s_fresh_start,
+    "packet_sequence": s_packet_sequence,
 }
 
 # uploaded frames come back as ArduPilot stores them: GLOBAL (AMSL) stays AMSL, the _INT frames
@@ -315,64 +398,33 @@ EXPECT = {
                             "modes_while_armed": [3], "items_reached": [1, 2, 3, 4, 5],
                             "landed_from_arming_point_m": near(0, 3)},
     "statustext_everywhere": {"armed": True, "other_gcs_saw_arming_text": True},
+    # what ArduCopter 4.7 answers (measured), the built-in vehicle must answer the same
+    "mode_and_command_acks": {"mode SMART_RTL": ACCEPTED, "mode BRAKE": ACCEPTED, "mode POSHOLD": ACCEPTED,
+                              "mode SPORT": FAILED, "command request_autopilot_version": ACCEPTED,
+                              "command request_home_position": ACCEPTED, "command set_home_here": ACCEPTED,
+                              "command takeoff_disarmed": FAILED},
+    "packet_sequence": {"packets": True, "consecutive": True, "loss_reported_by_pymavlink": False},
+    "reboot_keeps_state": {"upload_ack": 0, "param_set": 777, "reboot": ACCEPTED, "ready_again": True,
+                           "mission_after": [(0, 16), (3, 22), (0, 16), (3, 16)], "param_after": 777},
+    "fresh_start": {"guided_at_start": ACCEPTED, "arm_at_start": FAILED, "arm_refusal_says": "Arm",
+                    "gps_fix_from_home_m": near(0, 3), "ready": True, "armed": True, "takeoff_in_early_guided": FAILED,
+                    "guided_again": ACCEPTED, "armed_again": True, "takeoff_after_guided_again": ACCEPTED,
+                    "climbed": True, "landed": True},
 }
-TOLERANCES = {"home_from_launch_point_m": 2, "home_amsl": 0.5, "reached_rel_alt": 1, "reached_from_target_m": 2,
+TOLERANCES = {"gps_fix_from_home_m": 3, "home_from_launch_point_m": 2, "home_amsl": 0.5, "reached_rel_alt": 1, "reached_from_target_m": 2,
               "home_moved_to_arming_point_m": 2, "landed_from_arming_point_m": 3}
 
 # built-in vehicle differences not fixed yet: scenario -> reason
 XFAIL: dict[str, str] = {}
 
 
-@pytest.fixture(scope="module")
-def records(request):
-    return Records(request, SCENARIOS)
-
-
-def _params(with_kind=True):
-    out = []
-    for name in SCENARIOS:
-        for kind in (KINDS if with_kind else ("diff",)):
-            marks = []
-            if kind != "arducopter" and name in XFAIL:
-                marks.append(pytest.mark.xfail(strict=True, reason=f"built-in vehicle differs from ArduCopter: {XFAIL[name]}"))
-            out.append(pytest.param(name, kind, marks=marks, id=f"{name}-{kind}"))
-    return out
-
-
-@pytest.mark.parametrize("name,kind", _params())
+@pytest.mark.parametrize("name,kind", cases(SCENARIOS, XFAIL))
 def test_autotest_style(records, name, kind):
     rec = records.get(name, kind)
     bad = check(rec, EXPECT[name])
     assert not bad, f"pymavlink {name} on {kind}: " + "; ".join(bad) + f"\n(record: {rec})"
 
 
-@pytest.mark.parametrize("name,kind", _params(with_kind=False))
-def test_same_as_arducopter(records, name, kind):
-    real = records.get(name, "arducopter")
-    ours = records.get(name, "builtin")
-    print(f"{name}: built-in {ours['_seconds']}s, ArduCopter {real['_seconds']}s")
-    diff = differences(ours, real, TOLERANCES)
-    assert not diff, f"pymavlink {name}: the built-in vehicle differs from ArduCopter:\n" + "\n".join(diff)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_home_given_as_two_arguments(kind, request, tmp_path):
-    """`--home -35.363261,149.165230,584,353` (a negative value as its own argument, how
-    sim_vehicle.py and autotest pass it) boots the vehicle there."""
-    binary = None
-    if kind == "arducopter":
-        binary = request.getfixturevalue("real_copter")
-    blocks = reserve_blocks(1)
-    v = None
-    try:
-        v = launch(kind, binary, blocks[0], tmp_path, home_as_two_args=True)
-        g = Autotest(v.serial0, v.speedup)
-        g.streams()
-        gps = g.recv("GPS_RAW_INT", v.wall(60), lambda m: m.fix_type >= 3)
-        g.close()
-        assert gps is not None, f"{kind}: no GPS fix"
-        assert distance(gps.lat / 1e7, gps.lon / 1e7, HOME[0], HOME[1]) < 5
-    finally:
-        if v is not None:
-            v.stop()
-        release_blocks(blocks)
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_same_as_arducopter(records, name):
+    assert_same("pymavlink", name, records, TOLERANCES)

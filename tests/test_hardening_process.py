@@ -175,27 +175,39 @@ def forge(settings, n, pid, pgid, binary=sys.executable, ticks=None):
         binary=binary, argv=[binary], owner="forger"))
 
 
-def test_forged_pid_files_are_dropped_not_obeyed(procs, settings, instances, tmp_path):
+REAP = """
+import json
+from sitlpool.process import reap_orphans
+print(json.dumps([r.as_dict() for r in reap_orphans()]))
+"""
+
+
+def test_forged_pid_files_are_dropped_not_obeyed(procs, env, settings, instances, tmp_path):
     sim = start_sim(procs, tmp_path / "victim", instances[5])  # a SITL leading its own group
     wait_for(lambda: listening(ports(instances[5]).serial0), what="the victim SITL")
+    bystander = procs.python("import time; time.sleep(3600)")
     cases = {
         instances[0]: (sim.pid, 0, sys.executable),  # pgid 0: killpg(0) is the reaper's own group
         instances[1]: (1, 1, procinfo.exe(1) or "/sbin/init"),  # pid 1, with its real start time
         instances[2]: (sim.pid, -sim.pid, sys.executable),  # a negative group
-        instances[3]: (sim.pid, os.getpgrp(), sys.executable),  # the reaper's own group
+        instances[3]: (sim.pid, bystander.pid, sys.executable),  # someone else's group
         instances[4]: (sim.pid, sim.pid, "/usr/bin/arducopter"),  # the executable differs from the record
     }
     for n, (pid, pgid, binary) in cases.items():
         forge(settings, n, pid, pgid, binary)
-    reports = {r.instance: r for r in reap_orphans(settings)}
+    # reaped from a process of its own: a reaper obeying "pgid 0" would kill its own group
+    reaper = procs.python(REAP, stdout=subprocess.PIPE, text=True, env=env)
+    out = reaper.stdout.read()
+    assert reaper.wait(30) == 0, f"the reaper died (exit {reaper.returncode}): it signalled its own group"
+    reports = {r["instance"]: r for r in json.loads(out)}
     assert set(reports) == set(cases)
     for n, r in reports.items():
-        assert r.action == "dropped", r
+        assert r["action"] == "dropped" and r["signalled"] == [], r
         assert pidfiles.read(settings.data_dir, n) is None
-    assert "pid 1" in reports[instances[1]].reason
-    assert "executable" in reports[instances[4]].reason
+    assert "pid 1" in reports[instances[1]]["reason"]
+    assert "executable" in reports[instances[4]]["reason"]
     time.sleep(0.2)
-    assert sim.poll() is None, "the forged records' SITL was signalled"
+    assert sim.poll() is None and bystander.poll() is None, "a forged record was obeyed"
 
 
 OWN_GROUP = """

@@ -281,8 +281,18 @@ async def test_values_that_would_crash_a_vehicle_are_refused(env, instances):
         assert snap["state"] == "running" and not snap["vehicle"]["armed"]
 
 
-async def test_owner_label_and_instance_are_checked_first(env, instances):
+async def test_owner_label_and_instance_are_checked_first_and_taken_ports_are_not_free(env, instances):
+    import socket
+
+    n = instances[5]
+    stray = socket.socket()  # an unleased process holding instance n's SERIAL0 port
+    stray.bind(("127.0.0.1", ports(n).serial0))
+    stray.listen()
     async with server(env) as call:
+        doc = await call("list_instances", all=True)
+        assert n not in doc["free"] and instances[0] in doc["free"]
+        taken = {d["instance"]: d for d in doc["ports_taken"]}
+        assert taken[n]["state"] == "ports taken" and str(ports(n).serial0) in " ".join(taken[n]["busy_ports"])
         for owner in ("", "   "):
             with pytest.raises(ToolFailed, match="a lease needs an owner"):
                 await call("lease_instance", owner=owner)
@@ -297,6 +307,7 @@ async def test_owner_label_and_instance_are_checked_first(env, instances):
         with pytest.raises(ToolFailed, match="instance -3 is negative"):
             await call("lease_instance", owner="me", instance=-3)
         assert (await call("list_instances"))["leased"] == []
+    stray.close()
 
 
 async def test_control_of_another_holders_vehicle_needs_force(env, procs, tmp_path, instances, lock_dir):
@@ -324,17 +335,6 @@ async def test_control_of_another_holders_vehicle_needs_force(env, procs, tmp_pa
     assert f"control of instance {n} forced" in log.read_text()
     assert sim.poll() is None
     owner.close()
-
-
-async def test_list_instances_says_ports_taken(env, procs, tmp_path, instances):
-    n = instances[5]
-    start_sim(procs, tmp_path / "stray", n, "--speedup", 5)
-    wait_for(lambda: listening(ports(n).serial0))
-    async with server(env) as call:
-        doc = await call("list_instances", all=True)
-        assert n not in doc["free"] and instances[0] in doc["free"]
-        taken = {d["instance"]: d for d in doc["ports_taken"]}
-        assert taken[n]["state"] == "ports taken" and taken[n]["busy_ports"]
 
 
 def test_closed_sessions_are_dropped_and_never_read_as_died(env, instances):

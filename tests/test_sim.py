@@ -61,6 +61,7 @@ def test_port_timeline_and_log_lines(procs, tmp_path, instances):
 def test_bind_collision_exits_1(procs, tmp_path, instances):
     p = ports(instances[0])
     s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a previous test's TIME_WAIT must not matter
     s.bind(("0.0.0.0", p.serial0))
     s.listen()
     try:

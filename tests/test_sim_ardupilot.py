@@ -302,6 +302,11 @@ def test_mission_protocol_frames_and_reboot(procs, tmp_path, instances):
     g = gcs(n)
     g.m.mav.mission_request_list_send(1, 1, 0)
     assert g.recv("MISSION_COUNT", 5).count == 5, "the mission survives a reboot (eeprom.bin)"
+    # an upload whose client goes quiet: asked again every second, cancelled after 8 s (sim time)
+    g.m.mav.mission_count_send(1, 1, 2, 0)
+    assert g.recv("MISSION_REQUEST", 5, lambda m: m.seq == 0) and g.recv("MISSION_REQUEST", 5, lambda m: m.seq == 0)
+    assert g.recv("MISSION_ACK", 5).type == 15  # MAV_MISSION_OPERATION_CANCELLED
+    assert text_seen(g, "Mission upload timeout", 3)
     g.m.mav.mission_clear_all_send(1, 1, 0)
     assert g.recv("MISSION_ACK", 5).type == 0
     g.close()

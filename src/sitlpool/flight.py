@@ -216,7 +216,7 @@ class Flight:
         elif what.startswith("mode") and v.armed and not ready:
             return "this mode needs a position estimate while armed: " + "; ".join(why)
         state = f"mode {v.mode}, {'armed' if v.armed else 'disarmed'}, altitude {v.rel_alt} m"
-        return f"no reason given and none found ({state}); snapshot's recent_texts may say more"
+        return f"none that sitlpool can see ({state}); snapshot's recent_texts may say more"
 
     def _refused(self, e):
         from .mavlink.link import CommandRefused
@@ -359,6 +359,7 @@ class Flight:
             self._do(self.link.command_int, A.MAV_CMD_DO_REPOSITION, A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT,
                      -1, A.MAV_DO_REPOSITION_FLAGS_CHANGE_MODE, 0, 0, int(lat * 1e7), int(lon * 1e7), alt,
                      "goto")
+            self.link.wait(lambda v: v.mode == "GUIDED", 2.0)  # the HEARTBEAT that shows it follows the ACK
             return
         if self.v.mode != "GUIDED":
             raise MavlinkError(f"goto needs GUIDED mode (the vehicle is in {self.v.mode}); set_mode GUIDED first")

@@ -163,7 +163,8 @@ def _altitude(d, points: list[tuple], events: list[tuple]) -> None:
     alts = [p[3] for p in points]
     x0 = MARGIN_L + TRACK_W + GAP
     box = (x0, MARGIN_T + 16, W - MARGIN_R, H - MARGIN_B)
-    t_end = max(ts[-1], 1.0)
+    # an event just after the last position (a disarm between two samples) still shows
+    t_end = max([ts[-1], 1.0] + [e[0] - t0 for e in events if 0 <= e[0] - t0 <= ts[-1] + 5])
     lo, hi = min(min(alts), 0.0), max(max(alts), 5.0)
     p = _Panel(d, box, (0.0, t_end), (lo - 0.05 * (hi - lo), hi + 0.08 * (hi - lo)))
     f = _font(11)

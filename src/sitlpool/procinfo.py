@@ -4,6 +4,7 @@ with this process, and killing a process (or the group it leads) safely."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 import time
@@ -110,44 +111,52 @@ def signal_group(pg: int, sig: int) -> bool:
         return False
 
 
-def _send(pid: int, sig: int, group: bool) -> list[int]:
-    """Signal ``pid`` (its group if ``group``); the pids reached."""
+def _send(pidfd: int, pid: int, sig: int, group: bool) -> list[int]:
+    """Signal ``pid`` through its pidfd (the group it leads if ``group``); the pids reached."""
     try:
         if group:
             reached = group_members(pid)
-            os.killpg(pid, sig)
+            os.killpg(pid, sig)  # the leader is alive (its pidfd says so): the group id is still its own
             return reached
-        os.kill(pid, sig)
+        signal.pidfd_send_signal(pidfd, sig)
         return [pid]
     except (ProcessLookupError, PermissionError):
         return []
 
 
-def terminate(pid: int, grace: float = 3.0, group: bool = False, poll: float = 0.01) -> tuple[str, list[int]]:
+def terminate(pid: int, ticks: int | None, grace: float = 3.0, group: bool = False,
+              poll: float = 0.01) -> tuple[str, list[int]]:
     """SIGTERM ``pid`` (the group it leads, if ``group``), SIGKILL if it outlives ``grace``;
-    wait until it (and the group) is gone. For a process that is not our child (an orphan):
-    its death is seen in /proc. Returns what was done ("terminated" or "killed") and every
-    pid signalled. The caller has verified the pid (start ticks) just before."""
+    wait until it (and the group) is gone. For a process that is not our child (an orphan).
+    The pid is pinned by a pidfd and checked against ``ticks`` (its start time) first, so a
+    pid recycled meanwhile is never signalled. Returns what was done ("terminated",
+    "killed", or "gone" if it was no longer that process) and every pid signalled."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return "gone", []
+    try:
+        if ticks is None or not is_alive(pid, ticks):
+            return "gone", []
 
-    def gone() -> bool:
-        return not is_alive(pid) and (not group or not group_members(pid))
+        def gone(timeout: float) -> bool:
+            deadline = time.monotonic() + timeout
+            while True:
+                exited = select.select([pidfd], [], [], 0)[0]  # readable once it exited
+                if exited and (not group or not group_members(pid)):
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(poll)
 
-    signalled = _send(pid, signal.SIGTERM, group)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if gone():
+        signalled = _send(pidfd, pid, signal.SIGTERM, group)
+        if gone(grace):
             return "terminated", signalled
-        time.sleep(poll)
-    signalled += [p for p in _send(pid, signal.SIGKILL, group) if p not in signalled]
-    deadline = time.monotonic() + 5
-    while not gone() and time.monotonic() < deadline:
-        time.sleep(poll)
-    return "killed", signalled
-
-
-def terminate_group(pg: int, leader: int, grace: float = 3.0, poll: float = 0.01) -> str:
-    """SIGTERM the group ``pg``, SIGKILL it if ``leader`` outlives ``grace`` (see ``terminate``)."""
-    return terminate(leader, grace, group=(pg == leader), poll=poll)[0]
+        signalled += [p for p in _send(pidfd, pid, signal.SIGKILL, group) if p not in signalled]
+        gone(5)
+        return "killed", signalled
+    finally:
+        os.close(pidfd)
 
 
 # ---- children that die with this process -------------------------------------------------

@@ -44,10 +44,13 @@ class Inbox:
 
 
 def to_us(link):
-    """A filter: messages addressed to this link's system (or to everyone)."""
+    """A filter: messages addressed to this link (its system and component, or to everyone).
+    Another GCS on another port may share our system id 255; its component tells it apart."""
     me = link.source_system
+    comp = getattr(link, "source_component", None) or link._mav.srcComponent
 
     def accept(m) -> bool:
-        return getattr(m, "target_system", 0) in (0, me)
+        return (getattr(m, "target_system", 0) in (0, me)
+                and getattr(m, "target_component", 0) in (0, comp))
 
     return accept

@@ -74,10 +74,12 @@ def _check_item(n: int, it) -> dict:
     if ("lat" in out) != ("lon" in out):
         raise ConfigError(f"item {n} ({cmd}): give both 'lat' and 'lon', or neither (then: where the vehicle is)")
     if "lat" in out and not (-90 <= out["lat"] <= 90 and -180 <= out["lon"] <= 180):
-        raise ConfigError(f"item {n} ({cmd}): field 'lat'/'lon' ({out['lat']}, {out['lon']}) is not a position on Earth")
+        raise ConfigError(f"item {n} ({cmd}): field 'lat'/'lon' ({out['lat']}, {out['lon']}) "
+                          "is not a position on Earth")
     frame = it.get("frame", "relative")
     if frame not in FRAMES:
-        raise ConfigError(f"item {n} ({cmd}): field 'frame' is {frame!r}; use 'relative' (above home, the default) or 'amsl'")
+        raise ConfigError(f"item {n} ({cmd}): field 'frame' is {frame!r}; "
+                          "use 'relative' (above home, the default) or 'amsl'")
     if frame == "amsl":
         if "alt_m" not in out:
             raise ConfigError(f"item {n} ({cmd}): field 'frame' is 'amsl' but the item has no 'alt_m'")
@@ -130,7 +132,7 @@ def record_of(m) -> dict:
     lat, lon = m.x / scale, m.y / scale
     if "lat" in fields and (lat or lon):
         rec["lat"], rec["lon"] = round(lat, 7), round(lon, 7)
-    if "alt_m" in fields or name == "takeoff":
+    if "alt_m" in required or ("alt_m" in fields and m.z):  # an optional altitude of 0 means "where it is"
         rec["alt_m"] = round(float(m.z), 3)
         if m.frame in AMSL_FRAMES:
             rec["frame"] = "amsl"
@@ -191,7 +193,8 @@ def download(link) -> dict:
         raise MavlinkError(f"{link.name}: vehicle not connected ({link.state})")
     rec = recorder_for(link)
     target = _target(link)
-    with rec.lock, Inbox(link, {"MISSION_COUNT", "MISSION_ITEM_INT", "MISSION_ITEM", "MISSION_ACK"}, to_us(link)) as box:
+    wanted = {"MISSION_COUNT", "MISSION_ITEM_INT", "MISSION_ITEM", "MISSION_ACK"}
+    with rec.lock, Inbox(link, wanted, to_us(link)) as box:
         link.send(A.MAVLink_mission_request_list_message(*target, A.MAV_MISSION_TYPE_MISSION))
         m = _wait_for(box, link, "MISSION_COUNT", "the mission download")
         count = m.count
@@ -267,9 +270,9 @@ def start(link, item: int | None = None, ready=None) -> dict:
     refused after we armed, we disarm again: a refused start leaves the vehicle as it was."""
     link.require_writable("start the mission")
     rec = recorder_for(link)
-    total = rec.progress.total if rec.progress.total is not None else (len(rec.mission) if rec.mission is not None else None)
-    if total is None:
-        total = download(link)["count"]
+    total = rec.progress.total
+    if rec.mission is None or total is None or len(rec.mission) != total:
+        total = download(link)["count"]  # someone else's mission, or changed by another GCS: know its items
     if total == 0:
         raise MavlinkError(f"{link.name}: the vehicle has no mission; upload_mission first")
     first = 1 if item is None else item
@@ -366,7 +369,8 @@ def predicate(link, condition: str, value):
             if n != float(value) or n < 1:
                 raise ValueError
         except (TypeError, ValueError):
-            raise ConfigError(f"condition mission_item needs the item number (1 = first item) as value, got {value!r}") from None
+            raise ConfigError("condition mission_item needs the item number (1 = first item) as value, "
+                              f"got {value!r}") from None
         return lambda v, t0: item_reached(link, n)
     raise ConfigError(f"unknown mission condition {condition!r}; use mission_item or mission_done")
 

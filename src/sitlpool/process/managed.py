@@ -24,6 +24,7 @@ from ..ports import SITL_NAMES, busy_ports, name_holders, probe, proc_name
 from .base import ProcessManager, SitlProcess, Status
 
 log = logging.getLogger("sitlpool.managed")
+REAL_MAX_INSTANCE = 255  # ArduPilot SITL keeps -I in 8 bits: `-I 300` binds instance 44's ports
 KILL_GRACE_S = 3.0  # real SITL ignores SIGTERM until ~2.5 s after its first client
 STDERR_TAIL = 8
 
@@ -163,8 +164,10 @@ def _reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
         return drop(why)
     if rec.pgid == os.getpgrp():
         return drop(f"group {rec.pgid} is the reaper's own")
-    how, signalled = procinfo.terminate(rec.pid, KILL_GRACE_S, group=group)
+    how, signalled = procinfo.terminate(rec.pid, rec.start_ticks, KILL_GRACE_S, group=group)
     pidfiles.remove(data_dir, instance)
+    if how == "gone":
+        return ReapReport(instance, "gone", f"{rec.describe()} exited by itself; pid file removed", rec.pid)
     return ReapReport(instance, how, f"orphan: nobody holds instance {instance}; {rec.describe()} {how}", rec.pid, signalled)
 
 
@@ -215,7 +218,7 @@ class KillReport:
 
     def describe(self) -> str:
         parts = [f"instance {self.instance}:"]
-        parts.append("killed " + "; ".join(self.killed) if self.killed else "nothing to kill")
+        parts.append(("killed " + "; ".join(self.killed) if self.killed else "nothing to kill") + ";")
         if self.signalled:
             parts.append("signalled pids " + ", ".join(map(str, self.signalled)) + ";")
         if self.left_alone:
@@ -232,11 +235,11 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
     pool = pool or LeasePool.from_settings(s, check=False)
     why = unusable(instance)
     if why and not force:
-        raise KillRefused(f"instance {instance} is reserved ({why}); pass force to kill what runs there anyway")
+        raise KillRefused(f"instance {instance} is reserved ({why}); pass force (sitlpool kill --force) to kill what runs there anyway")
     if instance not in pool.pool and not force and not why:
         from ..config import format_pool
 
-        raise KillRefused(f"instance {instance} is outside the pool {format_pool(pool.pool)}; pass force to kill what runs there anyway")
+        raise KillRefused(f"instance {instance} is outside the pool {format_pool(pool.pool)}; pass force (sitlpool kill --force) to kill what runs there anyway")
     try:
         lease = pool.acquire(f"sitlpool kill_instance pid {os.getpid()}", instance=instance, check=False,
                              allow_reserved=True)
@@ -264,11 +267,14 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
             if h.pid in seen:
                 continue
             seen.add(h.pid)
+            ticks = procinfo.start_ticks(h.pid)
             group, why = kill_target(h.pid)
             if why:
                 report.left_alone.append(f"{b.describe()}: {why}")
                 continue
-            how, signalled = procinfo.terminate(h.pid, KILL_GRACE_S, group=group)
+            how, signalled = procinfo.terminate(h.pid, ticks, KILL_GRACE_S, group=group)
+            if how == "gone":  # it exited by itself meanwhile
+                continue
             report.signalled += [p for p in signalled if p not in report.signalled]
             whom = f"its group {h.pid}" if group else "that process only (its group is not its own)"
             report.killed.append(f"{h.name} pid {h.pid} on {b.proto}:{b.port} ({how}; signalled {whom})")
@@ -351,10 +357,20 @@ class ManagedSitl(SitlProcess):
             cmd.append("-w")
         return cmd + self.extra_args
 
+    def _beyond_binary(self, n: int) -> str | None:
+        """Why a real ArduPilot binary cannot run on instance n, or None."""
+        if self._binary is not None and n > REAL_MAX_INSTANCE:
+            return (f"instance {n} is above {REAL_MAX_INSTANCE}: ArduPilot SITL keeps -I in 8 bits and would bind "
+                    f"instance {n % 256}'s ports; with a real SITL binary use instances 1-{REAL_MAX_INSTANCE}")
+        return None
+
     def _check(self, n: int) -> str | None:
         """Under n's lease: a SITL that our pid file for n names is an orphan (nobody else
         can hold n now), reaped at once so a crash never strands the instance; then the
         port probe."""
+        beyond = self._beyond_binary(n)
+        if beyond:
+            return beyond
         try:
             r = _reap_locked(self.settings.data_dir, n)
         except (SitlpoolError, OSError) as e:  # a bad entry never blocks the pool scan
@@ -383,6 +399,8 @@ class ManagedSitl(SitlProcess):
             self._spawning = True
         try:
             self._check_files()
+            if self.requested_instance is not None and self._beyond_binary(self.requested_instance):
+                raise ProcessError(self._beyond_binary(self.requested_instance))
             self.lease = self.pool.acquire(self.owner, instance=self.requested_instance, check=self._check,
                                            wait=self.wait_s)
             n = self.lease.instance

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from ..instances import ports as instance_ports
 from . import telemetry
-from .ftp import FtpServer
 from .copter import BOOT_TEXTS, MODES, Copter, MissionItem, mavlink
 from .params import SYSID, Params
 
@@ -29,6 +28,13 @@ OUTBUF_LIMIT = 1 << 20
 STORED_FRAME = {A.MAV_FRAME_GLOBAL_INT: A.MAV_FRAME_GLOBAL, A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT:
                 A.MAV_FRAME_GLOBAL_RELATIVE_ALT, A.MAV_FRAME_GLOBAL_TERRAIN_ALT_INT: A.MAV_FRAME_GLOBAL_TERRAIN_ALT}
 STATUSTEXT_ID = A.MAVLINK_MSG_ID_STATUSTEXT
+TEXTED_RESULTS = {  # ArduCopter's answer on the ground: result and the texts it says
+    A.MAV_CMD_DO_MOTOR_TEST: (0, [(A.MAV_SEVERITY_INFO, "starting motor test"),
+                                  (A.MAV_SEVERITY_INFO, "finished motor test")]),
+    A.MAV_CMD_CONTROL_HIGH_LATENCY: (0, [(A.MAV_SEVERITY_INFO, "High Latency disabled")]),
+    A.MAV_CMD_DO_LAND_START: (4, [(A.MAV_SEVERITY_WARNING, "Unable to start landing sequence"),
+                                  (A.MAV_SEVERITY_WARNING, "Mode change to AUTO RTL failed: No landing sequence found")]),
+}
 STREAM_PARAMS = {"RAW_SENS": A.MAV_DATA_STREAM_RAW_SENSORS, "EXT_STAT": A.MAV_DATA_STREAM_EXTENDED_STATUS,
                  "RC_CHAN": A.MAV_DATA_STREAM_RC_CHANNELS, "POSITION": A.MAV_DATA_STREAM_POSITION,
                  "EXTRA1": A.MAV_DATA_STREAM_EXTRA1, "EXTRA2": A.MAV_DATA_STREAM_EXTRA2,
@@ -105,7 +111,7 @@ class Simulator:
         Path("logs").mkdir(exist_ok=True)
         self.params = Params(Path("eeprom.bin"), cfg.defaults, cfg.wipe, cfg.sysid, cfg.speedup)
         self.copter = Copter(self.params, cfg.home, cfg.ready_delay, self.send, self.request_reboot)
-        self.ftp_server = FtpServer(self.params)
+        self.ftp_server = None  # created on a client's first MAVFTP request (keeps start-up short)
         self.copter.on_home = self._home_changed
         self.copter.on_health_change = lambda: self.send(self.msg("SYS_STATUS"))
 
@@ -279,9 +285,22 @@ class Simulator:
             if self.reboot_requested:
                 self.reboot()
 
+    def upload_timers(self, lk: Link, t: float) -> None:
+        """As ArduPilot: ask again every second of silence; give up after 8 s (OPERATION_CANCELLED)."""
+        up = lk.upload
+        if t - up["last"] >= 8.0:
+            lk.upload = None
+            self.send(A.MAVLink_mission_ack_message(*up["to"], A.MAV_MISSION_OPERATION_CANCELLED, 0), lk)
+            self.copter.text(A.MAV_SEVERITY_WARNING, "Mission upload timeout")
+        elif t - up["asked"] >= 1.0:
+            up["asked"] = t
+            self.send(A.MAVLink_mission_request_message(*up["to"], len(up["items"]), 0), lk)
+
     def telemetry(self) -> None:
         t = self.copter.t
         for lk in list(self.links.values()):
+            if lk.upload is not None:
+                self.upload_timers(lk, t)
             if lk.hb_interval > 0 and t >= lk.due.get("HEARTBEAT", 0.0):
                 lk.due["HEARTBEAT"] = t + lk.hb_interval
                 self.send(self.msg("HEARTBEAT"), lk)
@@ -407,6 +426,10 @@ class Simulator:
             self.copter.text(A.MAV_SEVERITY_INFO, tx)
 
     def ftp(self, m, lk: Link) -> None:
+        if self.ftp_server is None:
+            from .ftp import FtpServer
+
+            self.ftp_server = FtpServer(self.params)
         for reply in self.ftp_server.handle(bytes(m.payload)):
             self.send(A.MAVLink_file_transfer_protocol_message(0, m.get_srcSystem(), m.get_srcComponent(),
                                                                list(reply)), lk)
@@ -441,7 +464,7 @@ class Simulator:
                 c.set_mission([])
                 ack(A.MAV_MISSION_ACCEPTED)
                 return
-            lk.upload = {"count": m.count, "items": []}
+            lk.upload = {"count": m.count, "items": [], "to": to, "last": c.t, "asked": c.t}
             self.send(A.MAVLink_mission_request_message(*to, 0, mtype), lk)
         elif t in ("MISSION_ITEM", "MISSION_ITEM_INT"):
             up = lk.upload
@@ -459,6 +482,7 @@ class Simulator:
                                                (m.param1, m.param2, m.param3, m.param4),
                                                STORED_FRAME.get(m.frame, m.frame), m.autocontinue))
             if len(up["items"]) < up["count"]:
+                up["last"] = up["asked"] = c.t
                 self.send(A.MAVLink_mission_request_message(*to, len(up["items"]), mtype), lk)
                 return
             c.set_mission(up["items"])
@@ -473,7 +497,7 @@ class Simulator:
                 return
             it = c.mission[m.seq]
             if m.seq == 0:  # home, as ArduPilot reports it
-                it = MissionItem(A.MAV_CMD_NAV_WAYPOINT, c.home_lat, c.home_lon, c.home_alt, frame=A.MAV_FRAME_GLOBAL)
+                it = MissionItem(A.MAV_CMD_NAV_WAYPOINT, *c.latlon(home=True), c.home_alt, frame=A.MAV_FRAME_GLOBAL)
             if t == "MISSION_REQUEST_INT":
                 self.send(A.MAVLink_mission_item_int_message(
                     *to, m.seq, it.frame, it.command, 0, it.autocontinue, *it.params, int(round(it.lat * 1e7)),
@@ -544,7 +568,7 @@ class Simulator:
                 if int(p[1]) & 1 and c.mode != MODES["GUIDED"]:
                     c.set_mode(MODES["GUIDED"], lk)
                 # NaN or 0 latitude/longitude and NaN altitude mean "where it is", as on ArduPilot
-                lat, lon = (p[4], p[5]) if (p[4] or p[5]) and not math.isnan(p[4] + p[5]) else (c.lat, c.lon)
+                lat, lon = (p[4], p[5]) if (p[4] or p[5]) and not math.isnan(p[4] + p[5]) else c.latlon()
                 alt = c.alt if math.isnan(p[6]) else c.alt_from(frame, p[6])
                 r = A.MAV_RESULT_ACCEPTED if c.goto(lat, lon, alt) else A.MAV_RESULT_FAILED
         elif cmd == A.MAV_CMD_PREFLIGHT_REBOOT_SHUTDOWN:
@@ -587,7 +611,8 @@ class Simulator:
                 after = c.mission_current()
         elif cmd == A.MAV_CMD_DO_SET_HOME:
             if int(p[0]) == 1 or not (p[4] or p[5]):
-                c.set_home_here() if c.home_set else None
+                if c.home_set:
+                    c.set_home_here()
             else:
                 c.home_n, c.home_e = c.local(p[4], p[5])
                 c.home_up = c.alt_from(frame if frame is not None else A.MAV_FRAME_GLOBAL, p[6])
@@ -596,17 +621,10 @@ class Simulator:
         elif cmd == A.MAV_CMD_DO_SEND_BANNER:
             self.banner()
             r = A.MAV_RESULT_ACCEPTED
-        elif cmd == A.MAV_CMD_DO_MOTOR_TEST:
-            c.text(A.MAV_SEVERITY_INFO, "starting motor test")
-            c.text(A.MAV_SEVERITY_INFO, "finished motor test")
-            r = A.MAV_RESULT_ACCEPTED
-        elif cmd == A.MAV_CMD_CONTROL_HIGH_LATENCY:
-            c.text(A.MAV_SEVERITY_INFO, "High Latency disabled")
-            r = A.MAV_RESULT_ACCEPTED
-        elif cmd == A.MAV_CMD_DO_LAND_START:
-            c.text(A.MAV_SEVERITY_WARNING, "Unable to start landing sequence")
-            c.text(A.MAV_SEVERITY_WARNING, "Mode change to AUTO RTL failed: No landing sequence found")
-            r = A.MAV_RESULT_FAILED
+        elif cmd in TEXTED_RESULTS:
+            r, texts = TEXTED_RESULTS[cmd]
+            for sev, tx in texts:
+                c.text(sev, tx)
         elif cmd == A.MAV_CMD_DO_PAUSE_CONTINUE:
             r = c.pause(int(p[0]) == 0)
         elif cmd == A.MAV_CMD_DO_AUX_FUNCTION:

@@ -45,7 +45,8 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
     """The message ``name`` for the copter's current state, or None when it has none to send."""
     ms = int(c.t * 1000) & 0xFFFFFFFF
     us = int(c.t * 1e6)
-    lat7, lon7 = int(c.lat * 1e7), int(c.lon * 1e7)
+    lat, lon = c.latlon()
+    lat7, lon7 = int(lat * 1e7), int(lon * 1e7)
     amsl = c.origin_alt + c.alt
     yaw = math.radians(c.heading if c.heading <= 180 else c.heading - 360)
     if name == "HEARTBEAT":
@@ -131,7 +132,8 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
     if name == "HOME_POSITION":
         if not c.home_set:
             return None
-        return A.MAVLink_home_position_message(int(c.home_lat * 1e7), int(c.home_lon * 1e7), int(c.home_alt * 1000),
+        hlat, hlon = c.latlon(home=True)
+        return A.MAVLink_home_position_message(int(hlat * 1e7), int(hlon * 1e7), int(c.home_alt * 1000),
                                                c.home_n, c.home_e, -c.home_up, [NAN] * 4, 0, 0, 0, us)
     if name == "GPS_GLOBAL_ORIGIN":
         if not c.home_set:
