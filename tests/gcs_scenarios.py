@@ -32,6 +32,11 @@ KINDS = ("builtin", "arducopter")
 # are written in sim seconds and scaled per vehicle (Vehicle.wall).
 SPEEDUP = {"builtin": 20, "arducopter": 10}
 
+# Both vehicles load these on top of their defaults. ArduCopter disarms itself 10 sim seconds
+# after arming on the ground: half a wall second at speedup 20, less than a loaded CI machine may
+# take between a GCS's arm and its takeoff; 127 s (the maximum) keeps the rule without the race.
+EXTRA_PARAMS = {"DISARM_DELAY": 127}
+
 MODES = {"STABILIZE": 0, "ALT_HOLD": 2, "AUTO": 3, "GUIDED": 4, "LOITER": 5, "RTL": 6, "LAND": 9, "BRAKE": 17}
 ACCEPTED, FAILED, UNSUPPORTED = 0, 4, 3
 PREARM_BIT = 1 << 28  # MAV_SYS_STATUS_PREARM_CHECK
@@ -92,13 +97,16 @@ def launch(kind: str, binary: Path | None, instance: int, cwd: Path, home_as_two
     n = instance
     home_value = ",".join(repr(x) for x in HOME)
     home = ["--home", home_value] if home_as_two_args else ["--home=" + home_value]
+    extra = cwd / "gcs-tests.parm"
+    extra.write_text("".join(f"{k} {v}\n" for k, v in EXTRA_PARAMS.items()))
     if kind == "builtin":
-        cmd = [sys.executable, "-m", "sitlpool.sim", "-I", str(n), "--model", "quad", "--speedup", str(SPEEDUP[kind]), "-w", *home]
+        cmd = [sys.executable, "-m", "sitlpool.sim", "-I", str(n), "--model", "quad", "--speedup", str(SPEEDUP[kind]), "-w", *home,
+               "--defaults", str(extra)]
     else:
         # real SITL keeps -I in 8 bits (1000 -> 232): the test instances' ports are given explicitly
         tree = binary.parent.parent.parent.parent
         cmd = [str(binary), "--model", "+", "--speedup", str(SPEEDUP[kind]), "-w", *home,
-               "--defaults", str(tree / "Tools/autotest/default_params/copter.parm"),
+               "--defaults", f"{tree / 'Tools/autotest/default_params/copter.parm'},{extra}",
                "--base-port", str(5760 + 10 * n), "--rc-in-port", str(5501 + 10 * n),
                "--sim-port-in", str(9003 + 10 * n), "--sim-port-out", str(9002 + 10 * n),
                "--irlock-port", str(9005 + 10 * n), "-I", "0"]
@@ -170,8 +178,9 @@ def assert_same(gcs: str, name: str, records: "Records", tolerances: dict) -> No
     print(f"{gcs} {name}: built-in {ours['_seconds']}s, ArduCopter {real['_seconds']}s",
           {k: (ours.get(k), real.get(k)) for k in ours if k.startswith("_") and k != "_seconds"} or "")
     diff = differences(ours, real, tolerances)
+    brief = lambda rec: {k: v for k, v in rec.items() if not isinstance(v, dict)}  # noqa: E731 (dicts: diffed above)
     assert not diff, (f"{gcs} {name}: the built-in vehicle differs from ArduCopter:\n" + "\n".join(diff)
-                      + f"\nbuilt-in: {ours}\nArduCopter: {real}")
+                      + f"\nbuilt-in: {brief(ours)}\nArduCopter: {brief(real)}")
 
 
 class Records:
@@ -228,6 +237,12 @@ def differences(ours: dict, real: dict, tolerances: dict | None = None, ignore: 
         if k in ignore or k.startswith("_"):
             continue
         a, b = ours.get(k, "<missing>"), real.get(k, "<missing>")
+        if isinstance(a, dict) and isinstance(b, dict):  # e.g. parameters: only the entries that differ
+            keys = sorted(x for x in set(a) | set(b) if not _same_number(a.get(x), b.get(x)))
+            if keys:
+                shown = ", ".join(f"{x}: {a.get(x, '<missing>')!r} vs {b.get(x, '<missing>')!r}" for x in keys[:30])
+                out.append(f"{k} ({len(keys)} entries differ, built-in vs ArduCopter): {shown}" + (" ..." if len(keys) > 30 else ""))
+            continue
         if k in tolerances and isinstance(a, (int, float)) and isinstance(b, (int, float)) \
                 and not isinstance(a, bool) and not isinstance(b, bool):
             if abs(a - b) <= tolerances[k]:
@@ -236,6 +251,12 @@ def differences(ours: dict, real: dict, tolerances: dict | None = None, ignore: 
             continue
         out.append(f"{k}: built-in {a!r}, ArduCopter {b!r}")
     return out
+
+
+def _same_number(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= 1e-3 * max(1.0, abs(b))
+    return a == b
 
 
 # ---- pymavlink, the way ArduPilot's autotest uses it -----------------------------------------
@@ -312,8 +333,17 @@ class Autotest(Gcs):
             time.sleep(0.2)
         return False
 
+    sim_t = 0.0  # the vehicle's clock (time_boot_ms) in the last position read: sim seconds
+
     def pos(self):
-        return self.recv("GLOBAL_POSITION_INT", 5)
+        p = self.recv("GLOBAL_POSITION_INT", 5)
+        if p is not None:
+            self.sim_t = p.time_boot_ms / 1000
+        return p
+
+    def sim_now(self) -> float:
+        self.pos()
+        return self.sim_t
 
     def wait_altitude(self, low: float, high: float, timeout: float) -> float | None:
         """Relative altitude (m) once within [low, high]; None on timeout."""
@@ -346,9 +376,12 @@ class Autotest(Gcs):
         """GUIDED, arm, NAV_TAKEOFF, climb: True once at ``alt``."""
         if self.mode("GUIDED") != ACCEPTED or not self.arm():
             return False
+        t0 = self.sim_now()
         if self.cmd(22, 0, 0, 0, 0, 0, 0, alt) != ACCEPTED:
             return False
-        return self.wait_altitude(alt - 0.5, alt + 2, self.wall(40)) is not None
+        ok = self.wait_altitude(alt - 0.5, alt + 2, self.wall(40)) is not None
+        self.takeoff_sim_s = round(self.sim_t - t0, 1)  # how long the climb took on the vehicle's clock
+        return ok
 
     def land_and_disarm(self) -> bool:
         if not self.armed():

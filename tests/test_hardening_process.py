@@ -21,6 +21,19 @@ from sitlpool.leases import LeasePool
 from sitlpool.ports import probe
 from sitlpool.process import ManagedManager, UnmanagedManager, kill_instance, reap_orphans
 from test_managed import mute_sitl
+from conftest import _wants_real, release_blocks, reserve_blocks
+
+
+# a configured SITL binary (even a fake one) is never launched above instance 255 (ArduPilot
+# keeps -I in 8 bits): the tests that launch one take their instances below 256
+BELOW_256 = {'test_signal_to_serve_during_open_sitl_kills_that_sitl', 'test_stderr_control_bytes_never_reach_the_error', 'test_close_all_kills_in_flight_launches'}
+
+
+@pytest.fixture
+def instances(request):
+    got = reserve_blocks(1, real=request.node.originalname in BELOW_256 or _wants_real(request))
+    yield got
+    release_blocks(got)
 
 
 @pytest.fixture

@@ -4,22 +4,18 @@ pytest plugin, and through the Python API (``sitlpool.flight.Flight``)."""
 
 from __future__ import annotations
 
-import fcntl
-import os
 import time
 
 import anyio
 import pytest
 
-from conftest import BLOCK_LOCK_DIR
 from test_server import ToolFailed, server
 
 pytestmark = pytest.mark.anyio
 SPEEDUP = 5
 
-# Real SITL keeps its instance in a uint8 (-I 1174 binds instance 150's ports), so real
-# vehicles need instances below 256: blocks of 6 in 200-253, flock-leased like conftest's.
-REAL_FIRST, REAL_BLOCKS, REAL_BLOCK = 200, 9, 6
+# Real vehicles run on instances below 256 (real SITL keeps -I in a uint8): conftest's
+# `instances` gives such a block to a test that uses real_copter / real_plane / arducopter.
 
 
 @pytest.fixture
@@ -27,41 +23,14 @@ def anyio_backend():
     return "asyncio"
 
 
-@pytest.fixture
-def real_instances() -> list[int]:
-    BLOCK_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
-    deadline = time.monotonic() + 120
-    while True:
-        for b in range(REAL_BLOCKS):
-            first = REAL_FIRST + b * REAL_BLOCK
-            fd = os.open(BLOCK_LOCK_DIR / f"real-block-{first}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            try:
-                yield list(range(first, first + REAL_BLOCK))
-            finally:
-                os.close(fd)
-            return
-        assert time.monotonic() < deadline, "no free block of real-SITL test instances"
-        time.sleep(0.2)
-
-
-def sitl_env(env, binary, instances) -> dict:
-    """The server's environment: the built-in vehicle on conftest's instances, or ``binary``
-    on instances below 256."""
-    if binary is None:
-        return env
-    return dict(env, SITLPOOL_SITL_BINARY=str(binary), SITLPOOL_POOL=f"{instances[0]}-{instances[-1]}")
+def with_binary(env, binary) -> dict:
+    """The server's environment, flying ``binary`` (None: the built-in vehicle)."""
+    return env if binary is None else dict(env, SITLPOOL_SITL_BINARY=str(binary))
 
 
 @pytest.fixture
-def flight_env(env, vehicle_binary, request):
-    if vehicle_binary is None:
-        return env
-    return sitl_env(env, vehicle_binary, request.getfixturevalue("real_instances"))
+def flight_env(env, vehicle_binary):
+    return with_binary(env, vehicle_binary)
 
 
 async def test_natural_order_through_mcp(flight_env):
@@ -102,7 +71,7 @@ async def test_natural_order_through_mcp(flight_env):
         await call("close_sitl", session_id=sid)
 
 
-def test_refusal_names_only_what_was_said_after_the_command(real_copter, env, real_instances, monkeypatch):
+def test_refusal_names_only_what_was_said_after_the_command(real_copter, env, monkeypatch):
     """Real ArduCopter: armed in STABILIZE, a takeoff is refused without a word. The
     'Arming motors' said just before must not be given as its reason; sitlpool's
     diagnosis says what to do."""
@@ -110,8 +79,7 @@ def test_refusal_names_only_what_was_said_after_the_command(real_copter, env, re
     from sitlpool.mavlink.link import CommandRefused
     from sitlpool.process import ManagedManager
 
-    for k, v in sitl_env(env, real_copter, real_instances).items():
-        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("SITLPOOL_SITL_BINARY", str(real_copter))
     m = ManagedManager()
     try:
         h = m.start("refusal", speedup=SPEEDUP)
@@ -132,10 +100,10 @@ def test_refusal_names_only_what_was_said_after_the_command(real_copter, env, re
         m.close_all()
 
 
-async def test_plane_flies_through_the_same_tools(real_plane, env, real_instances):
+async def test_plane_flies_through_the_same_tools(real_plane, env):
     """model='plane' with ArduCopter configured runs the arduplane beside it: take off
     (TAKEOFF mode), circle (LOITER), a clear refusal to land, rtl."""
-    e = sitl_env(env, real_plane.parent / "arducopter", real_instances)
+    e = with_binary(env, real_plane.parent / "arducopter")
     async with server(e) as call:
         s = await call("open_sitl", model="plane", speedup=SPEEDUP)
         sid = s["session_id"]
@@ -169,13 +137,13 @@ def test_hop(sitl):
 """
 
 
-def test_pytest_plugin_hop_on_real_copter(real_copter, pytester, env, real_instances):
+def test_pytest_plugin_hop_on_real_copter(real_copter, pytester, env, instances):
     from sitlpool.leases import LeasePool
 
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
     pytester.makepyfile(test_real_hop=PLUGIN_HOP)
     r = pytester.runpytest_subprocess("-p", "no:randomly", "--sitl-binary", str(real_copter), "--sitl-speedup",
-                                      str(SPEEDUP), "--sitl-pool", f"{real_instances[0]}-{real_instances[-1]}",
+                                      str(SPEEDUP), "--sitl-pool", f"{instances[0]}-{instances[-1]}",
                                       timeout=180)
     r.assert_outcomes(passed=1)
     assert LeasePool.from_env().status() == []

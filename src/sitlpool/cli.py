@@ -153,8 +153,15 @@ def status_table(doc: dict):
     from rich.text import Text
 
     from .leases import format_age
+    from .process.managed import printable
 
-    t = Table(title=f"leases in {doc['lock_dir']} (pool {doc['pool']})", title_justify="left")
+    # every cell is a Text, never a str: rich reads a str as markup, so an owner, a path or a
+    # process's argv holding "[/]" made status fail for everyone, and "[link=...]" forged links;
+    # printable() drops the escape sequences another user's text could send to our terminal
+    def cell(value) -> Text:
+        return Text(printable(str(value)))
+
+    t = Table(title=cell(f"leases in {doc['lock_dir']} (pool {doc['pool']})"), title_justify="left")
     for c in ("instance", "owner", "pid", "age", "in pool", "SITL (pid file)"):
         t.add_column(c)
     for h in doc["held"]:
@@ -162,7 +169,8 @@ def status_table(doc: dict):
         sitl = h["sitl"]
         sitl_text = "-" if sitl is None else (
             f"{program_name(sitl['binary'], None)} pid {sitl['pid']} {'running' if sitl['alive'] else 'gone'}")
-        t.add_row(str(h["instance"]), owner, str(h["pid"]), format_age(h["age_s"]), "yes" if h["in_pool"] else "no", sitl_text)
+        t.add_row(*map(cell, (h["instance"], owner, h["pid"], format_age(h["age_s"]), "yes" if h["in_pool"] else "no",
+                              sitl_text)))
     parts = [t if doc["held"] else Text("no instance is leased")]
     if doc["running_without_lease"]:
         u = Table(title="SITLs running without a lease", title_justify="left")
@@ -170,8 +178,8 @@ def status_table(doc: dict):
             u.add_column(c)
         for d in doc["running_without_lease"]:
             cl = "; ".join(f"{k}: {', '.join(v)}" for k, v in d["clients"].items() if v) or "none"
-            u.add_row(str(d["instance"]), str(d["pid"]), program_name(d["executable"], d["cmdline"]), cl,
-                      d["free_to_attach"] or "no")
+            u.add_row(*map(cell, (d["instance"], d["pid"], program_name(d["executable"], d["cmdline"]), cl,
+                                  d["free_to_attach"] or "no")))
         parts.append(u)
     line = f"{doc['free_count']} free in the pool"
     if "free" in doc:
@@ -181,7 +189,7 @@ def status_table(doc: dict):
             line += "; ports taken: " + "; ".join(f"{t['instance']} ({', '.join(t['ports'])})" for t in doc["ports_taken"])
         else:
             line += "; ports taken: " + ", ".join(str(t["instance"]) for t in doc["ports_taken"])
-    parts.append(Text(line))
+    parts.append(cell(line))
     return Group(*parts)
 
 
@@ -231,6 +239,7 @@ def _pdeathsig():
 
 
 def cmd_run(a) -> int:
+    from . import procinfo
     from .config import load_settings
     from .errors import ConfigError
     from .leases import LeasePool, validate_owner
@@ -254,6 +263,9 @@ def cmd_run(a) -> int:
                SITLPOOL_SIM_OUT=str(p.sim_out), SITLPOOL_SIM_IN=str(p.sim_in))
     argv = substitute(cmd, lease)
     print(f"sitlpool: instance {lease.instance} leased to {owner}; running {' '.join(argv)}", file=sys.stderr, flush=True)
+    # a command that starts a SITL in the background and exits (`sh -c 'arducopter ... &'`)
+    # must not leave it running on an instance whose lease we then release: its orphans come to us
+    procinfo.become_subreaper()
     try:
         child = subprocess.Popen(argv, env=env, cwd=a.cwd, preexec_fn=_pdeathsig)
     except OSError as e:
@@ -274,10 +286,14 @@ def cmd_run(a) -> int:
         except ProcessLookupError:
             pass
 
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
     try:
         code = child.wait()
+        left = procinfo.stop_leftovers()
+        if left:
+            err(f"{os.path.basename(argv[0])} left {len(left)} process(es) running (pid {', '.join(map(str, left))}); "
+                f"stopped them before releasing instance {lease.instance}")
     finally:
         lease.release()
     return code if code >= 0 else 128 - code

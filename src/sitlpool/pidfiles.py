@@ -30,6 +30,25 @@ class BadEntry(Exception):
         self.junk = junk
 
 
+def _int(v) -> int:
+    # only JSON integers, in a pid's range: int() would take 1e400 (OverflowError), 2.5, true, "12"
+    if type(v) is not int or not -(2**31) <= v < 2**63:
+        raise ValueError("not an integer")
+    return v
+
+
+def _str(v) -> str:
+    if type(v) is not str:
+        raise ValueError("not a string")
+    return v
+
+
+def _list(v) -> list:
+    if type(v) is not list:
+        raise ValueError("not a list")
+    return v
+
+
 def session_dir(data_dir: Path, instance: int) -> Path:
     return Path(data_dir) / "sessions" / str(instance)
 
@@ -46,6 +65,12 @@ class PidRecord:
     holder_pid: int = 0
     time: float = 0.0
     exe: str = ""  # /proc/<pid>/exe right after exec (the binary's real path)
+    file_uid: int | None = None  # who owns the file (set by ``load``, never written): the SITL's user
+
+    def as_json(self) -> dict:
+        d = asdict(self)
+        d.pop("file_uid")
+        return d
 
     def describe(self) -> str:
         return f"pid {self.pid} (group {self.pgid}, {Path(self.binary).name}, launched by {self.owner or '?'} pid {self.holder_pid})"
@@ -60,7 +85,7 @@ def write(data_dir: Path, rec: PidRecord) -> Path:
     if not rec.time:
         rec.time = time.time()
     try:
-        tmp.write_text(json.dumps(asdict(rec)) + "\n")
+        tmp.write_text(json.dumps(rec.as_json()) + "\n")
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -114,11 +139,12 @@ def load(data_dir: Path, instance: int) -> PidRecord | None:
             raise ValueError("too large")
         d = json.loads(data)
         rec = PidRecord(
-            instance=int(d["instance"]), pid=int(d["pid"]), pgid=int(d["pgid"]), start_ticks=int(d["start_ticks"]),
-            binary=str(d.get("binary", "")), argv=[str(a) for a in d.get("argv", [])], owner=str(d.get("owner", "")),
-            holder_pid=int(d.get("holder_pid", 0)), time=float(d.get("time", 0)), exe=str(d.get("exe", "")),
+            instance=_int(d["instance"]), pid=_int(d["pid"]), pgid=_int(d["pgid"]), start_ticks=_int(d["start_ticks"]),
+            binary=_str(d.get("binary", "")), argv=[_str(a) for a in _list(d.get("argv", []))],
+            owner=_str(d.get("owner", "")), holder_pid=_int(d.get("holder_pid", 0)), time=float(d.get("time", 0)),
+            exe=_str(d.get("exe", "")), file_uid=st.st_uid,
         )
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError):
         raise BadEntry(f"{path} is not a pid record (unreadable content)", junk=True) from None
     if rec.instance != instance:
         raise BadEntry(f"{path} names instance {rec.instance}, not {instance}")

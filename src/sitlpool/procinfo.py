@@ -53,6 +53,14 @@ def is_alive(pid: int, ticks: int | None = None) -> bool:
     return ticks is None or int(f[19]) == ticks
 
 
+def uid(pid: int) -> int | None:
+    """The process's effective user (the owner of ``/proc/<pid>``)."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
 def cmdline(pid: int) -> list[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -79,6 +87,11 @@ def _table() -> dict[int, tuple[int, int]]:
             if f and f[0] not in ("Z", "X"):
                 out[int(d)] = (int(f[1]), int(f[2]))
     return out
+
+
+def children(pid: int) -> list[int]:
+    """The live (not zombie) children of ``pid``."""
+    return sorted(p for p, (pp, _) in _table().items() if pp == pid)
 
 
 def group_members(pg: int) -> list[int]:
@@ -157,6 +170,57 @@ def terminate(pid: int, ticks: int | None, grace: float = 3.0, group: bool = Fal
         return "killed", signalled
     finally:
         os.close(pidfd)
+
+
+# ---- descendants left behind by a command we ran -----------------------------------------
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Orphans among this process's descendants become its children (not init's), so
+    ``stop_leftovers`` can find what a command left running in the background."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _reap_zombies() -> None:
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def stop_leftovers(grace: float = 3.0, poll: float = 0.02) -> list[int]:
+    """SIGTERM every remaining child of this (subreaper) process, SIGKILL those alive after
+    ``grace``, until none is left (their own children come to us as they die); the pids
+    signalled. Only for a process whose every child is its own to stop. Our children are
+    reaped only here, so a pid signalled is never a recycled one."""
+    termed: dict[int, float] = {}
+    killed: set[int] = set()
+    while True:
+        _reap_zombies()
+        kids = children(os.getpid())
+        if not kids:
+            return sorted(termed)
+        now = time.monotonic()
+        for k in kids:
+            try:
+                if k not in termed:
+                    os.kill(k, signal.SIGTERM)
+                    termed[k] = now
+                elif now - termed[k] >= grace and k not in killed:
+                    os.kill(k, signal.SIGKILL)
+                    killed.add(k)
+            except ProcessLookupError:
+                pass
+        time.sleep(poll)
 
 
 # ---- children that die with this process -------------------------------------------------

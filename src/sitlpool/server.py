@@ -31,7 +31,8 @@ def build(sessions: Sessions) -> MCPServer:
     mcp = MCPServer("sitlpool", instructions=(
         "ArduPilot SITL sessions on leased instances. open_sitl launches a vehicle you own; attach_sitl watches one "
         "someone else runs (read-only unless control=True). Fly with arm/set_mode/takeoff/goto/land/rtl and wait_until; "
-        "close_sitl when done."))
+        "snapshot says whether the vehicle is ready to arm and why not (wait_until ready_to_arm waits for it); "
+        "sitlpool applies the vehicle's rules (copter or plane) for you. close_sitl when done."))
 
     def after_start(fn, a, kw):
         sessions.wait_started()  # orphans are reaped (in the background) before any tool acts

@@ -85,6 +85,20 @@ def is_sitl_process(pid: int) -> bool:
     return "sitlpool.sim" in argv or any(Path(a).name in SITL_NAMES for a in argv[:1])
 
 
+def argv_instance(argv: list[str]) -> int | None:
+    """The instance a SITL command line asks for (``-I N``, ``-IN``, ``--instance N``,
+    ``--instance=N``; SITL's default is 0), or None if it is not a number."""
+    n = "0"
+    for i, a in enumerate(argv[1:], 1):
+        if a in ("-I", "--instance"):
+            n = argv[i + 1] if i + 1 < len(argv) else ""
+        elif a.startswith("--instance="):
+            n = a.partition("=")[2]
+        elif a.startswith("-I"):
+            n = a[2:]
+    return int(n) if n.isascii() and n.isdigit() else None
+
+
 # ---- orphan reaping and kill_instance ----------------------------------------------------
 
 
@@ -159,6 +173,15 @@ def _reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
         return drop(f"pid {rec.pid} is in group {procinfo.pgid(rec.pid)}, not {rec.pgid}")
     if not _same_executable(rec, rec.pid):
         return drop(f"pid {rec.pid} runs executable {procinfo.exe(rec.pid)}, not {rec.exe or rec.binary}")
+    # a SITL's pid file is written by its launcher, as the SITL's user: a record someone else
+    # wrote (a co-user of a shared data dir) names a process that is not theirs to have killed
+    owner_uid = procinfo.uid(rec.pid)
+    if rec.file_uid is not None and owner_uid != rec.file_uid:
+        return drop(f"the pid file belongs to uid {rec.file_uid} and pid {rec.pid} runs as uid {owner_uid}")
+    on = argv_instance(procinfo.cmdline(rec.pid))
+    if on != instance:
+        return drop(f"pid {rec.pid} runs on instance {on if on is not None else '?'}, not on instance {instance} "
+                    "(its command line says so)")
     group, why = kill_target(rec.pid)
     if why:
         return drop(why)

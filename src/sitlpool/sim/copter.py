@@ -111,6 +111,10 @@ class Copter:
     def __init__(self, params: Params, home: tuple[float, float, float, float], ready_delay: float,
                  send: Callable, request_reboot: Callable[[], None]):
         self.p = params
+        # what SITL sets from its home at boot: the payload-drop point, the barometers' ground pressure
+        ground = 101325.0 * (1 - 2.25577e-5 * home[2]) ** 5.25588
+        params.update({"SIM_PLD_LAT": home[0], "SIM_PLD_LON": home[1], "SIM_PLD_YAW": home[3],
+                       "BARO1_GND_PRESS": ground, "BARO2_GND_PRESS": ground})
         self.send = send
         self.request_reboot = request_reboot
         self.origin_lat, self.origin_lon, self.origin_alt, heading = home
@@ -678,8 +682,10 @@ class Copter:
         return R_ACCEPTED
 
     def change_speed(self, speed: float) -> int:
-        if speed <= 0:
+        if not speed > 0:
             return R_DENIED
+        if MODE_NAMES.get(self.mode) not in ("GUIDED", "AUTO", "RTL", "SMART_RTL", "AVOID_ADSB", "FOLLOW", "ZIGZAG"):
+            return R_FAILED  # Copter takes a speed only in modes that fly to a target
         self.guided_speed = float(speed)
         return R_ACCEPTED
 

@@ -77,18 +77,25 @@ class Params:
     def get(self, name: str, default: float = 0.0) -> float:
         return self.values.get(name, default)
 
-    def set(self, name: str, value: float) -> bool:
+    def set(self, name: str, value: float, save: bool = True) -> bool:
         if name not in self.values:
             return False
         if self.types[name] != 9:
             value = float(int(round(value)))
         self.values[name] = float(value)
-        self.save()
+        if save:
+            self.save()
         return True
+
+    def update(self, values: dict[str, float]) -> None:
+        """Several values the vehicle sets itself, saved once."""
+        for name, value in values.items():
+            self.set(name, value, save=False)
+        self.save()
 
     def save_mission(self, items: list[list[float]]) -> None:
         self.mission = items
-        self.save()
+        self.set("MIS_TOTAL", len(items))  # ArduPilot's count of stored items, home included
 
     def save(self) -> None:
         tmp = self.eeprom.with_name(f".{self.eeprom.name}.{os.getpid()}.tmp")

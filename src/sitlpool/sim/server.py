@@ -47,12 +47,12 @@ PASSIVE_RESULTS = {
     A.MAV_CMD_DO_SET_CAM_TRIGG_DIST: 0, A.MAV_CMD_DO_FENCE_ENABLE: 0, A.MAV_CMD_DO_PARACHUTE: 0,
     A.MAV_CMD_DO_SPRAYER: 0, A.MAV_CMD_START_RX_PAIR: 0, A.MAV_CMD_BATTERY_RESET: 0,
     43004: 0, A.MAV_CMD_NAV_LOITER_UNLIM: 0, A.MAV_CMD_NAV_VTOL_LAND: 0,
-    A.MAV_CMD_DO_SET_SERVO: 4, A.MAV_CMD_DO_REPEAT_SERVO: 4, A.MAV_CMD_DO_FLIGHTTERMINATION: 4,
+    A.MAV_CMD_DO_SET_ROI_NONE: 0, A.MAV_CMD_AIRFRAME_CONFIGURATION: 0, A.MAV_CMD_DO_FLIGHTTERMINATION: 4,
     A.MAV_CMD_DO_GRIPPER: 4, A.MAV_CMD_DO_MOUNT_CONFIGURE: 4, A.MAV_CMD_DO_MOUNT_CONTROL: 4,
     A.MAV_CMD_IMAGE_START_CAPTURE: 4, A.MAV_CMD_VIDEO_START_CAPTURE: 4, A.MAV_CMD_VIDEO_STOP_CAPTURE: 4,
     A.MAV_CMD_ACCELCAL_VEHICLE_POS: 4, A.MAV_CMD_DO_WINCH: 4, A.MAV_CMD_NAV_VTOL_TAKEOFF: 4,
     A.MAV_CMD_IMAGE_STOP_CAPTURE: 0, 42001: 0, 42003: 0, 42006: 0,  # the Solo buttons, FIXED_MAG_CAL_YAW
-    A.MAV_CMD_PREFLIGHT_STORAGE: 2, A.MAV_CMD_SET_EKF_SOURCE_SET: 2,
+    A.MAV_CMD_PREFLIGHT_STORAGE: 2,
 }
 
 
@@ -397,6 +397,12 @@ class Simulator:
                 for name in STREAMS.get(sid, ()):
                     lk.rates[name] = hz
                     lk.due[name] = c.t
+            # ArduPilot keeps the asked rate in the port's MAVn_ parameters (saved: it survives a reboot)
+            n = int(lk.name[-1]) + 1
+            suffixes = [k for k, sid in STREAM_PARAMS.items() if sid in ids]
+            if m.req_stream_id == A.MAV_DATA_STREAM_ALL:
+                suffixes += ["RAW_CTRL", "ADSB"]
+            self.params.update({f"MAV{n}_{k}": hz for k in suffixes})
         elif t == "SET_POSITION_TARGET_GLOBAL_INT":
             if (m.type_mask & 0b111) != 0b111:
                 c.goto(m.lat_int / 1e7, m.lon_int / 1e7, c.alt_from(m.coordinate_frame, m.alt))
@@ -621,6 +627,11 @@ class Simulator:
         elif cmd == A.MAV_CMD_DO_SEND_BANNER:
             self.banner()
             r = A.MAV_RESULT_ACCEPTED
+        elif cmd in (A.MAV_CMD_DO_SET_SERVO, A.MAV_CMD_DO_REPEAT_SERVO):
+            # channels 1-4 drive the motors: refused; any other output takes the value
+            r = A.MAV_RESULT_ACCEPTED if 5 <= int(p[0]) <= 32 else A.MAV_RESULT_FAILED
+        elif cmd == A.MAV_CMD_SET_EKF_SOURCE_SET:
+            r = A.MAV_RESULT_ACCEPTED if 1 <= int(p[0]) <= 3 else A.MAV_RESULT_DENIED
         elif cmd in TEXTED_RESULTS:
             r, texts = TEXTED_RESULTS[cmd]
             for sev, tx in texts:

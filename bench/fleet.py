@@ -1,0 +1,146 @@
+"""Fleet benchmarks on a 3-node loopback Ray cluster (each node: 2 sitl slots, its own pool
+and data dir): open-to-ready against a local managed start, the snapshot round trip of
+an actor call, and map throughput of N hop scenarios against pytest -n on one node."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+from _util import fmt, report, stats  # noqa: E402
+
+BASE = 1400  # instances 1400-1417 (cluster) and 1430-1435 (local): ports below Ray's 23000-32000
+SPEEDUP = 20
+N_HOPS = int(os.environ.get("BENCH_FLEET_HOPS", "12"))
+
+
+def hop(sitl, item):
+    t = time.monotonic()
+    sitl.arm_and_takeoff(4)
+    sitl.link.land()
+    sitl.wait_disarmed(60)
+    return {"n": item, "fly_s": time.monotonic() - t}
+
+
+PYTEST_HOPS = """
+import time
+import pytest
+
+@pytest.mark.parametrize("n", range({n}))
+def test_hop(sitl, n):
+    sitl.arm_and_takeoff(4)
+    sitl.link.land()
+    sitl.wait_disarmed(60)
+"""
+
+
+def main() -> None:
+    import logging
+
+    logging.getLogger("sitlpool").setLevel(logging.ERROR)
+    from ray import cloudpickle
+
+    from ray_cluster import RayCluster
+
+    from sitlpool.fleet import Fleet
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    tmp = Path(tempfile.mkdtemp(prefix="sitlpool-bench-fleet-"))
+    t = time.monotonic()
+    c = RayCluster.start([[BASE, BASE + 1], [BASE + 6, BASE + 7], [BASE + 12, BASE + 13]], sitl_per_node=2, timeout=180)
+    report("3-node cluster up (ray start x3, one after another)", fmt(time.monotonic() - t))
+    try:
+        t = time.monotonic()
+        fleet = Fleet(c.address)
+        report("Fleet(address) connect", fmt(time.monotonic() - t))
+
+        import ray
+
+        from sitlpool.fleet.node import Slot
+
+        slot = ray.remote(Slot)
+        actor_start = []
+        for _ in range(5):
+            t = time.monotonic()
+            a = slot.options(num_cpus=0).remote()
+            ray.get(a.ready.remote())
+            actor_start.append(time.monotonic() - t)
+            ray.kill(a)
+        report("Ray actor start (empty actor to first answer)", stats(actor_start))
+
+        opens = []
+        for i in range(6):
+            t = time.monotonic()
+            s = fleet.open(speedup=SPEEDUP, label=f"bench-{i}")
+            opens.append(time.monotonic() - t)
+            if i < 5:
+                s.close()
+        os.environ.update(SITLPOOL_DATA_DIR=str(tmp / "local"), SITLPOOL_POOL=f"{BASE + 30}-{BASE + 35}")
+        from sitlpool.process import ManagedManager
+
+        m = ManagedManager()
+        local = []
+        for i in range(6):
+            t = time.monotonic()
+            h = m.start(f"local-{i}", speedup=SPEEDUP)
+            local.append(time.monotonic() - t)
+            h.kill(wait=True)
+        mo, ml, ma = statistics.median(opens), statistics.median(local), statistics.median(actor_start)
+        report("fleet.open to ready", stats(opens))
+        report("local ManagedManager.start to ready", stats(local))
+        report("  fleet.open / (1.5 x local + one actor start)", f"{mo / (1.5 * ml + ma):.2f}", "≤ 1")
+
+        snaps = []
+        for _ in range(200):
+            t = time.perf_counter()
+            s.snapshot()
+            snaps.append(time.perf_counter() - t)
+        report("snapshot round trip through the actor", stats(snaps), "≤ 5 ms")
+        s.close()
+
+        # map: N hops over 6 slots on 3 nodes
+        t = time.monotonic()
+        results = fleet.map(hop, range(N_HOPS), speedup=SPEEDUP, progress=False)
+        wall = time.monotonic() - t
+        fly = statistics.mean(r["fly_s"] for r in results)
+        report(f"fleet.map of {N_HOPS} hops, 6 slots on 3 nodes: wall", fmt(wall))
+        report("  one hop's flight (median inside fn)", fmt(statistics.median(r["fly_s"] for r in results)))
+        per_slot = wall * 6 / N_HOPS  # slot-seconds each scenario used
+        report("  slot time per scenario (launch + flight + Ray)", fmt(per_slot))
+
+        # the same hops with pytest -n 6 on this one machine
+        (tmp / "suite").mkdir()
+        (tmp / "suite" / "test_hops.py").write_text(textwrap.dedent(PYTEST_HOPS.format(n=N_HOPS)))
+        env = dict(os.environ, SITLPOOL_DATA_DIR=str(tmp / "pytest"), SITLPOOL_POOL=f"{BASE + 30}-{BASE + 35}")
+        t = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "6", "-p", "xdist", "-p", "no:cacheprovider",
+                            f"--sitl-speedup={SPEEDUP}", "test_hops.py"], cwd=tmp / "suite", env=env,
+                           capture_output=True, text=True)
+        pwall = time.monotonic() - t
+        report(f"pytest -n 6 of the same {N_HOPS} hops on one machine: wall", fmt(pwall)
+               + ("" if r.returncode == 0 else f" (FAILED: {r.stdout[-300:]})"))
+        over = (wall - pwall) / N_HOPS * 6 / per_slot * 100
+        report("  Ray's overhead per scenario vs pytest -n (share of a scenario)", f"{over:.1f}%", "< 5% of a hop")
+        fleet.close()
+    finally:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        c.stop()
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
