@@ -106,3 +106,14 @@ def test_models_pick_the_binary_of_the_build(tmp_path):
     assert resolve_binary(builtin, "hexa") is None
     with pytest.raises(SitlpoolError, match="built-in vehicle is a copter only .*model 'plane' is a plane"):
         resolve_binary(builtin, "plane")
+
+
+@pytest.mark.parametrize("bad", ["tcp:127.0.0.1:99999", "tcp:127.0.0.1:١٠٠", "tcp:127.0.0.1:5_760", "tcp:127.0.0.1:+5760",
+                                 "garbage", "tcp::5760", "ftp:127.0.0.1:5760"])
+def test_endpoints_take_ascii_ports_only(bad):
+    from sitlpool.errors import ConfigError
+    from sitlpool.mavlink.endpoints import parse_endpoint
+
+    with pytest.raises(ConfigError, match="is not tcp:HOST:PORT"):
+        parse_endpoint(bad)
+    assert parse_endpoint("tcp:127.0.0.1:5760") == ("tcp", "127.0.0.1", 5760)

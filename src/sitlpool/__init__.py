@@ -36,6 +36,10 @@ _EXPORTS = {
     "discover": "process",
     "reap_orphans": "process",
     "kill_instance": "process",
+    "Flight": "flight",
+    "CommandRefused": "mavlink.link",
+    "OwnerError": "errors",
+    "BadLockFile": "errors",
 }
 
 __all__ = sorted(_EXPORTS)
