@@ -70,10 +70,7 @@ class Vehicle:
     serial1: int = 0
     serial2: int = 0
     binary: Path | None = None
-
-    @property
-    def speedup(self) -> float:
-        return SPEEDUP[self.kind]
+    speedup: float = 10
 
     def wall(self, sim_seconds: float) -> float:
         return wall(sim_seconds, self.speedup)
@@ -90,29 +87,35 @@ class Vehicle:
             pass
 
 
-def launch(kind: str, binary: Path | None, instance: int, cwd: Path, home_as_two_args: bool = False) -> Vehicle:
+def launch(kind: str, binary: Path | None, instance: int, cwd: Path, home_as_two_args: bool = False,
+           speedup: float | None = None) -> Vehicle:
     """Start one vehicle in ``cwd`` (its eeprom and logs go there), in its own process group.
     ``home_as_two_args``: ``--home -35.36,...`` as ArduPilot's own tools pass it."""
     cwd.mkdir(parents=True, exist_ok=True)
+    speedup = speedup or SPEEDUP[kind]
     n = instance
     home_value = ",".join(repr(x) for x in HOME)
     home = ["--home", home_value] if home_as_two_args else ["--home=" + home_value]
     extra = cwd / "gcs-tests.parm"
     extra.write_text("".join(f"{k} {v}\n" for k, v in EXTRA_PARAMS.items()))
     if kind == "builtin":
-        cmd = [sys.executable, "-m", "sitlpool.sim", "-I", str(n), "--model", "quad", "--speedup", str(SPEEDUP[kind]), "-w", *home,
+        cmd = [sys.executable, "-m", "sitlpool.sim", "-I", str(n), "--model", "quad", "--speedup", f"{speedup:g}", "-w", *home,
                "--defaults", str(extra)]
     else:
+        # the autotest defaults from the binary's ArduPilot tree (build/sitl/bin/arducopter); a
+        # missing --defaults file would make SITL spin at 100% CPU after its first client
+        parm = binary.parents[3] / "Tools/autotest/default_params/copter.parm"
+        if not parm.is_file():
+            pytest.skip(f"{parm} not found: the differential tests need {binary.name} inside an ArduPilot tree")
         # real SITL keeps -I in 8 bits (1000 -> 232): the test instances' ports are given explicitly
-        tree = binary.parent.parent.parent.parent
-        cmd = [str(binary), "--model", "+", "--speedup", str(SPEEDUP[kind]), "-w", *home,
-               "--defaults", f"{tree / 'Tools/autotest/default_params/copter.parm'},{extra}",
+        cmd = [str(binary), "--model", "+", "--speedup", f"{speedup:g}", "-w", *home, "--defaults", f"{parm},{extra}",
                "--base-port", str(5760 + 10 * n), "--rc-in-port", str(5501 + 10 * n),
                "--sim-port-in", str(9003 + 10 * n), "--sim-port-out", str(9002 + 10 * n),
                "--irlock-port", str(9005 + 10 * n), "-I", "0"]
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=open(cwd / "stdout", "ab"), stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    v = Vehicle(kind, n, proc, cwd, 5760 + 10 * n, 5762 + 10 * n, 5763 + 10 * n, binary)
+    with open(cwd / "stdout", "ab") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    v = Vehicle(kind, n, proc, cwd, 5760 + 10 * n, 5762 + 10 * n, 5763 + 10 * n, binary, speedup)
     try:
         wait_for(lambda: listening(v.serial0) or proc.poll() is not None, 20, what=f"{kind} SERIAL0")
     except AssertionError:
@@ -131,7 +134,9 @@ def vehicle_fixture(request, tmp_path_factory, kind: str):
         if binary is None:
             pytest.skip("real ArduCopter not given (--sitl-binary PATH or SITLPOOL_TEST_SITL_BINARY)")
     blocks = reserve_blocks(1)
-    v = launch(kind, binary, blocks[0], tmp_path_factory.mktemp(f"{kind}-"))
+    # a module may slow a kind down (SPEEDUP_OVERRIDE = {kind: speedup}) for a GCS that reads slowly
+    speedup = getattr(request.module, "SPEEDUP_OVERRIDE", {}).get(kind)
+    v = launch(kind, binary, blocks[0], tmp_path_factory.mktemp(f"{kind}-"), speedup=speedup)
     try:
         yield v
     finally:
@@ -157,16 +162,19 @@ def records(request):
     return Records(request, request.module.SCENARIOS)
 
 
-def cases(groups, xfail: dict[str, str]) -> list:
-    """pytest params (group, kind) for every expectation group on every vehicle kind; a group in
-    ``xfail`` is a known built-in difference: strict xfail on the built-in vehicle, so it fails
-    once fixed."""
+def known_difference(reason: str):
+    """A built-in difference not fixed yet: strict, so the test fails as soon as it is fixed."""
+    return pytest.mark.xfail(strict=True, reason=f"built-in vehicle differs from ArduCopter: {reason}")
+
+
+def cases(groups, xfail: dict[str, str], kinds=KINDS) -> list:
+    """pytest params (group, kind) for every expectation group on every vehicle kind (or, with
+    ``kinds=("diff",)``, for the differential test of each group); a group in ``xfail`` is a known
+    built-in difference, marked on every kind but "arducopter"."""
     out = []
     for group in groups:
-        for kind in KINDS:
-            marks = []
-            if kind == "builtin" and group in xfail:
-                marks.append(pytest.mark.xfail(strict=True, reason=f"built-in vehicle differs from ArduCopter: {xfail[group]}"))
+        for kind in kinds:
+            marks = [known_difference(xfail[group])] if kind != "arducopter" and group in xfail else []
             out.append(pytest.param(group, kind, marks=marks, id=f"{group}-{kind}"))
     return out
 
@@ -184,7 +192,11 @@ def assert_same(gcs: str, name: str, records: "Records", tolerances: dict) -> No
 
 
 class Records:
-    """Each scenario's record per vehicle kind, computed once per module (and test process)."""
+    """Each scenario's record per vehicle kind, computed once per module (and test process).
+
+    A scenario runs on both vehicles at once (on the real one when given), so that both have
+    flown the same scenarios before it, whichever test asked first and however pytest-xdist
+    split the module: a vehicle's state (home, stored parameters) follows its history."""
 
     def __init__(self, request, scenarios: dict):
         self.request = request
@@ -192,16 +204,25 @@ class Records:
         self.cache: dict[tuple[str, str], dict] = {}
 
     def get(self, name: str, kind: str) -> dict:
-        key = (name, kind)
-        if key not in self.cache:
-            v = self.request.getfixturevalue(f"{kind}_vehicle")
-            t0 = time.monotonic()
-            try:
-                self.cache[key] = self.scenarios[name](v)
-            except Exception as e:  # a scenario that crashed still yields a record saying so
-                self.cache[key] = {"crashed": f"{type(e).__name__}: {e}"}
-            self.cache[key]["_seconds"] = round(time.monotonic() - t0, 1)  # reported, never compared
-        return self.cache[key]
+        if (name, kind) not in self.cache:
+            for k in KINDS:
+                try:
+                    v = self.request.getfixturevalue(f"{k}_vehicle")
+                except pytest.skip.Exception:
+                    if k == kind:
+                        raise
+                    continue
+                self.cache[(name, k)] = self._run(name, v)
+        return self.cache[(name, kind)]
+
+    def _run(self, name: str, v: Vehicle) -> dict:
+        t0 = time.monotonic()
+        try:
+            rec = self.scenarios[name](v)
+        except Exception as e:  # a scenario that crashed still yields a record saying so
+            rec = {"crashed": f"{type(e).__name__}: {e}"}
+        rec["_seconds"] = round(time.monotonic() - t0, 1)  # reported, never compared
+        return rec
 
 
 # ---- expectations and the differential comparison -------------------------------------------
@@ -435,6 +456,13 @@ class Autotest(Gcs):
                         round(it.y / scale, 6), round(it.z, 1)))
         self.m.mav.mission_ack_send(1, 1, 0, 0)
         return out
+
+    def mission_count(self) -> int | None:
+        self.m.mav.mission_request_list_send(1, 1, 0)
+        cnt = self.recv("MISSION_COUNT", 5)
+        if cnt is not None and cnt.count:
+            self.m.mav.mission_ack_send(1, 1, 0, 0)  # (not downloading: end the transfer)
+        return None if cnt is None else cnt.count
 
     def clear_mission(self) -> int | None:
         self.m.mav.mission_clear_all_send(1, 1, 0)

@@ -10,6 +10,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from conftest import wait_for
 from sitlpool import procinfo
 from sitlpool.config import load_settings

@@ -158,7 +158,8 @@ def test_six_open_two_per_node_fly_and_a_seventh_waits(cluster, fleet):
         fleet.open(speedup=SPEEDUP, wait_s=0)
     # ... and placed as soon as a slot frees when it waits
     got = []
-    waiter = threading.Thread(target=lambda: got.append(fleet.open(speedup=SPEEDUP, label="seventh")))
+    waiter = threading.Thread(target=lambda: got.append(fleet.open(speedup=SPEEDUP, label="seventh", wait_s=120)),
+                              daemon=True)
     waiter.start()
     time.sleep(2)
     assert not got, "the seventh SITL started while every slot was taken"
@@ -190,6 +191,7 @@ def test_an_instance_taken_outside_sitlpool_is_skipped(cluster, fleet, procs, tm
     assert outside_n not in {s.instance for s in sitls}
     assert sum(s.instance in head.pool for s in sitls) == 1
     # Ray still counts a free slot on the head: its lease refuses, and no other node has room
+    wait_for(lambda: fleet.capacity()[1] >= 1, 20, 0.2, "Ray to count the head's last slot free")
     with pytest.raises(NoRoom, match="refused"):
         fleet.open(speedup=SPEEDUP, wait_s=0)
     assert outside.poll() is None, "the outside SITL was disturbed"
@@ -247,6 +249,56 @@ def ports_of(n):
     from sitlpool.instances import ports
 
     return ports(n)
+
+
+SCENARIOS = """
+def items():
+    return [{"alt": 3}, {"alt": 4, "boom": True}]
+
+def run(sitl, item):
+    sitl.arm_and_takeoff(item["alt"])
+    if item.get("boom"):
+        raise RuntimeError("scenario refused to land")
+    sitl.link.land()
+    sitl.wait_disarmed(60)
+    return {"instance": sitl.instance}
+"""
+
+
+def test_batch_runs_a_scenario_file_as_json_lines(cluster, fleet, tmp_path, capsys):
+    import argparse
+
+    from sitlpool.fleet.cli import add_subcommands
+
+    (tmp_path / "scenarios.py").write_text(SCENARIOS)
+    p = argparse.ArgumentParser()
+    add_subcommands(p.add_subparsers())
+    a = p.parse_args(["batch", str(tmp_path / "scenarios.py"), "--ray", cluster.address, "--speedup", str(SPEEDUP)])
+    code = a.fn(a)
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 1  # one item failed
+    assert [x["index"] for x in lines] == [0, 1]
+    assert lines[0]["ok"] and lines[0]["item"] == {"alt": 3} and "instance" in lines[0]["result"]
+    assert not lines[1]["ok"] and lines[1]["type"] == "RuntimeError" and "refused to land" in lines[1]["message"]
+    assert lines[1]["texts"] and lines[1]["host"] == "127.0.0.1"
+
+
+def test_pytest_backend_gives_the_plugin_helpers_a_remote_sitl(cluster, fleet):
+    """What ``pytest --sitl-ray`` gives sitl_factory: the plugin's Sitl over a RemoteSitl."""
+    from sitlpool.fleet.testing import manager
+    from sitlpool.pytest_plugin import Sitl
+
+    m = manager(cluster.address)
+    s = Sitl(m.start("test_x-0", speedup=SPEEDUP, wait=60, owner="pytest test_x [sitl 0]"))
+    try:
+        s.arm_and_takeoff(4)
+        assert s.vehicle.rel_alt >= 3.5
+        s.link.land()
+        s.wait_disarmed(60)
+        assert s.instance in {n for node in cluster.nodes for n in node.pool}
+    finally:
+        m.close_all()
+    assert s.dead
 
 
 def test_a_worker_node_killed_mid_map_reruns_its_items_elsewhere(cluster, fleet):

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from gcs_scenarios import HOME, arducopter_vehicle, assert_same, builtin_vehicle, cases, check, distance, near, offset, records  # noqa: F401
+from gcs_scenarios import (HOME, arducopter_vehicle, assert_same, builtin_vehicle, cases, check, distance,  # noqa: F401
+                           near, offset, records)
 
 mavsdk = pytest.importorskip("mavsdk")
 pytestmark = pytest.mark.xdist_group("gcs_mavsdk")  # one worker flies the module's vehicles (--dist loadgroup)
@@ -182,6 +183,8 @@ TOLERANCES = {"home_amsl": 0.5, "home_item_amsl": 0.5, "goto_rel_alt": 1.5}
 
 # built-in vehicle differences not fixed yet: (expectation group) -> reason
 XFAIL: dict[str, str] = {}
+# the differential test's known differences: scenario -> reason
+XFAIL_DIFF: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("group,kind", cases(EXPECT, XFAIL))
@@ -190,5 +193,6 @@ def test_mavsdk(records, group, kind):
     assert not bad, f"MAVSDK on {kind}: " + "; ".join(bad)
 
 
-def test_mavsdk_same_as_arducopter(records):
-    assert_same("MAVSDK", "flight", records, TOLERANCES)
+@pytest.mark.parametrize("name,kind", cases(SCENARIOS, XFAIL_DIFF, kinds=("diff",)))
+def test_mavsdk_same_as_arducopter(records, name, kind):
+    assert_same("MAVSDK", name, records, TOLERANCES)

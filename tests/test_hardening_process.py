@@ -302,7 +302,7 @@ def test_launch_never_goes_through_a_symlinked_session_dir(settings, instances, 
     root = settings.data_dir / "sessions"
     root.mkdir()
     (root / str(instances[0])).symlink_to(elsewhere)
-    with pytest.raises(ProcessError, match=f"cannot use instance {instances[0]}'s directory: .* is a symlink"):
+    with pytest.raises(SitlpoolError, match=f"cannot use instance {instances[0]}'s directory: .* is a symlink"):
         ManagedManager(settings).start("x", instance=instances[0])
     assert list(elsewhere.iterdir()) == []
     assert LeasePool.from_settings(settings).status() == []
@@ -332,8 +332,19 @@ def test_failure_after_popen_is_one_line_and_leaves_nothing(settings, instances,
     n = instances[0]
     d = pidfiles.session_dir(settings.data_dir, n)
     d.mkdir(parents=True)
+    orig_open_new = pidfiles.open_new
     if how == "disk full":
-        (d / f".sitl.pid.{os.getpid()}.tmp").symlink_to("/dev/full")  # every write fails with ENOSPC
+        # the temp record is written to /dev/full, where every write fails with ENOSPC (a
+        # symlink to it no longer works: a launch never writes through a symlink)
+        def open_full(path):
+            fd = orig_open_new(path)
+            if path.name.endswith(".tmp"):
+                full = os.open("/dev/full", os.O_WRONLY | os.O_CLOEXEC)
+                os.dup2(full, fd)
+                os.close(full)
+            return fd
+
+        pidfiles.open_new = open_full
     else:
         (d / "sitl.pid").mkdir()
     m = ManagedManager(settings)
@@ -344,6 +355,7 @@ def test_failure_after_popen_is_one_line_and_leaves_nothing(settings, instances,
         e = start_in_thread(m, "x", instance=n)
     finally:
         procinfo.signal_group = orig
+        pidfiles.open_new = orig_open_new
     assert isinstance(e, ProcessError), e
     msg = str(e)
     assert "\n" not in msg and "pid file" in msg and str(d) in msg

@@ -155,3 +155,220 @@ def test_run_stops_what_its_command_left_in_the_background(procs, env, instances
     assert run.returncode == 0, errtext
     assert not procinfo.is_alive(bg), "the background SITL outlived `sitlpool run` and its lease"
     assert f"stopped them before releasing instance {instances[0]}" in errtext
+
+
+# ---- a reaper that cannot signal the process a record names ----------------------------------
+
+OTHER_UID = 4243
+
+
+def test_reaper_of_another_user_leaves_the_record_alone(procs, instances, tmp_path):
+    """In a group-shared data dir, bob's `sitlpool reap` met alice's orphan: it could not read
+    the process's executable (another user's /proc/<pid>/exe) so it *dropped* alice's record
+    (nothing signalled, but her own reap could then never find her orphan); had it read it,
+    its SIGTERM would have failed with EPERM and it would have waited 8 s and reported
+    "killed". A reaper leaves what it cannot signal to its user, record kept."""
+    if os.geteuid() != 0 or not os.path.exists("/usr/bin/python3.11"):
+        pytest.skip("needs root (to run the reaper as another user) and a system python3.11")
+    import tempfile
+
+    shared = tempfile.mkdtemp(prefix="sitlpool-shared-", dir="/tmp")
+    try:
+        os.chmod(shared, 0o777)
+        n = instances[0]
+        victim = start_sim(procs, tmp_path / "alice", n)  # alice's orphan (this test's user)
+        wait_for(lambda: listening(ports(n).serial0), what="alice's SITL")
+        pidfiles.write(shared, pidfiles.PidRecord(
+            instance=n, pid=victim.pid, pgid=victim.pid, start_ticks=procinfo.start_ticks(victim.pid),
+            binary=sys.executable, argv=procinfo.cmdline(victim.pid), owner="alice", exe=procinfo.exe(victim.pid)))
+        for d in (pidfiles.session_dir(shared, n), pidfiles.session_dir(shared, n).parent):
+            os.chmod(d, 0o777)  # group-shared: bob may remove what is in it
+        import sitlpool
+
+        site = [p for p in sys.path if p.endswith("site-packages")][0]
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "SITLPOOL_DATA_DIR": shared,
+               "SITLPOOL_POOL": f"{instances[0]}-{instances[-1]}",
+               "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(sitlpool.__file__)), site])}
+
+        def as_bob():
+            os.setgid(OTHER_UID)
+            os.setuid(OTHER_UID)
+
+        bob = procs.popen(["/usr/bin/python3.11", "-c", REAP], env=env, cwd="/tmp", preexec_fn=as_bob,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, errtext = bob.communicate(timeout=60)
+        assert bob.returncode == 0, errtext[-800:]
+        (r,) = json.loads(out)
+        assert victim.poll() is None
+        assert r["action"] == "left alone" and r["signalled"] == [] and "uid 0" in r["reason"], r
+        assert pidfiles.read(shared, n) is not None, "bob's reap removed alice's record"
+    finally:
+        import shutil
+
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_reap_report_never_drives_the_terminal(procs, env, settings, instances):
+    """`sitlpool reap` printed pid-file fields (owner, binary) and names of entries in
+    sessions/ as they were: a co-user's escape sequences reached whoever read the report."""
+    n = instances[0]
+    pidfiles.write(settings.data_dir, pidfiles.PidRecord(
+        instance=n, pid=999999, pgid=4, start_ticks=1, binary="/x/\x1b[2Jarducopter", owner="\x1b]0;pwned\x07mallory"))
+    (settings.data_dir / "sessions" / "\x1b[31mred").mkdir()
+    r = subprocess.run(CLI + ["reap"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "mallory" in r.stdout and "red" in r.stdout, r.stdout
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout, repr(r.stdout)
+
+
+def test_sighup_to_run_reaches_its_command(procs, env, instances, tmp_path):
+    """SIGHUP (a closed terminal or ssh session) killed `sitlpool run` outright: its lease
+    went, and a command that ignores the parent-death SIGTERM kept the instance's ports
+    without a lease. run forwards SIGHUP like SIGINT/SIGTERM and stops what is left."""
+    code = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('up', flush=True); time.sleep(60)")
+    run = procs.popen(CLI + ["run", "--instance", str(instances[0]), "--cwd", str(tmp_path), "--",
+                             sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      text=True)
+    assert run.stdout.readline() == "up\n"
+    child = procinfo.children(run.pid)
+    os.kill(run.pid, signal.SIGHUP)
+    assert run.wait(30) == 128 + signal.SIGHUP
+    assert child and not any(procinfo.is_alive(c) for c in child), "run's command outlived it"
+
+
+# ---- one bad entry of sessions/ blocks no launch ---------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["symlink", "file"])
+def test_bad_session_dir_is_skipped_by_a_pool_scan(settings, instances, tmp_path, kind):
+    """A co-user makes sessions/<first free instance> a symlink (or a file): every launch
+    that did not name an instance leased it, then failed ("cannot use instance n's
+    directory") instead of taking the next free one. Asking for it by number still fails."""
+    from sitlpool.errors import SitlpoolError
+    from sitlpool.process import ManagedManager
+
+    n = instances[0]
+    bad = pidfiles.session_dir(settings.data_dir, n)
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "symlink":
+        (tmp_path / "elsewhere").mkdir()
+        bad.symlink_to(tmp_path / "elsewhere")
+    else:
+        bad.write_text("")
+    m = ManagedManager(settings)
+    try:
+        h = m.start("next", speedup=5)
+        assert h.instance == instances[1]
+        with pytest.raises(SitlpoolError, match=f"{n}"):
+            m.start("that one", instance=n)
+    finally:
+        m.close_all()
+    assert not list((tmp_path / "elsewhere").iterdir()) if kind == "symlink" else True
+
+
+def test_launch_never_writes_through_a_planted_symlink(settings, instances, tmp_path):
+    """In a group-shared data dir a co-user plants symlinks where a launch writes
+    (sessions/<n>/stdout, stderr, and the pid file's temp name, which is predictable): the
+    launch truncated and overwrote whatever they pointed to, with the launcher's rights."""
+    from sitlpool.process import ManagedManager
+
+    n = instances[0]
+    d = pidfiles.session_dir(settings.data_dir, n)
+    d.mkdir(parents=True)
+    precious = {}
+    for name in ("stdout", "stderr", f".sitl.pid.{os.getpid()}.tmp"):
+        target = tmp_path / f"precious-{name}"
+        target.write_text("keep me\n")
+        (d / name).symlink_to(target)
+        precious[name] = target
+    m = ManagedManager(settings)
+    try:
+        h = m.start("victim", instance=n, speedup=5)
+        assert pidfiles.read(settings.data_dir, n).pid == h.pid
+    finally:
+        m.close_all()
+    for name, target in precious.items():
+        assert target.read_text() == "keep me\n", f"the launch wrote through the symlink {name}"
+
+
+def test_session_dirs_of_a_group_shared_data_dir_are_group_writable(settings, instances):
+    """With the usual umask 022, the first member to launch created sessions/ and
+    sessions/<n> 0755: every other member's launch then failed ("cannot create the SITL's
+    output files", or its directory) instead of working: the group-shared data dir the
+    README describes worked for one user only."""
+    from sitlpool.process import ManagedManager
+
+    os.chmod(settings.data_dir, 0o2775)
+    old = os.umask(0o022)
+    m = ManagedManager(settings)
+    try:
+        h = m.start("first", speedup=5)
+        for d in (settings.data_dir / "sessions", pidfiles.session_dir(settings.data_dir, h.instance)):
+            mode = os.stat(d).st_mode
+            assert mode & 0o070 == 0o070 and mode & 0o2000, f"{d} is {oct(mode)}: other members cannot launch there"
+    finally:
+        os.umask(old)
+        m.close_all()
+
+
+
+
+def test_default_lock_dir_of_a_group_shared_data_dir_is_group_writable(settings, instances):
+    """The default lock dir (<data_dir>/leases) of a group-shared data dir was made 0755 by
+    its first user (umask 022): every other member then failed to create lock files."""
+    from sitlpool.leases import LeasePool
+
+    os.chmod(settings.data_dir, 0o2775)
+    old = os.umask(0o022)
+    try:
+        LeasePool.from_settings(settings, check=False).acquire("first", instance=instances[0]).release()
+    finally:
+        os.umask(old)
+    mode = os.stat(settings.lock_dir).st_mode
+    assert mode & 0o070 == 0o070 and mode & 0o2000, oct(mode)
+
+
+def test_second_sigterm_to_run_ends_a_command_that_ignores_the_first(procs, env, instances, tmp_path):
+    """`sitlpool run` forwarded SIGTERM to a command that ignores it and then waited forever:
+    no signal but SIGKILL could end it (and free the lease). A second request ends the command."""
+    code = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('up', flush=True); time.sleep(60)")
+    run = procs.popen(CLI + ["run", "--instance", str(instances[0]), "--cwd", str(tmp_path), "--",
+                             sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      text=True)
+    assert run.stdout.readline() == "up\n"
+    os.kill(run.pid, signal.SIGTERM)
+    time.sleep(0.3)
+    assert run.poll() is None, "the first SIGTERM is only forwarded"
+    os.kill(run.pid, signal.SIGTERM)
+    try:
+        code = run.wait(20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("`sitlpool run` could not be stopped: its command ignores SIGTERM")
+    assert code == 128 + signal.SIGKILL
+
+
+def test_sitl_never_writes_through_what_a_member_planted_in_a_shared_session_dir(settings, instances, tmp_path,
+                                                                              real_copter):
+    """In a group-shared data dir any member may write into sessions/<n>: a symlink planted
+    as eeprom.bin made the next member's SITL write its parameters into the file it points
+    to (with that member's rights). There, each user's SITL runs in a directory of its own
+    (sessions/<n>/uid-<uid>, entered by fd: renaming it away changes nothing)."""
+    from sitlpool.process import ManagedManager
+
+    n = instances[0]
+    settings.sitl_binary = real_copter  # real SITL opens eeprom.bin in place (the built-in one renames a temp file)
+    os.chmod(settings.data_dir, 0o2775)
+    d = pidfiles.ensure_dir(settings.data_dir, n)
+    precious = tmp_path / "precious"
+    precious.write_bytes(b"keep me\n")
+    (d / "eeprom.bin").symlink_to(precious)
+    m = ManagedManager(settings)
+    try:
+        h = m.start("victim", instance=n, speedup=5)
+        wait_for(lambda: (h.cwd / "eeprom.bin").exists(), what="the vehicle's eeprom.bin")
+    finally:
+        m.close_all()
+    assert precious.read_bytes() == b"keep me\n", "the SITL wrote through a planted eeprom.bin symlink"
+    assert h.cwd == d / f"uid-{os.geteuid()}"

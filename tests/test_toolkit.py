@@ -329,18 +329,7 @@ def test_state_file_goes_when_the_session_closes(env, data_dir):
     assert statefile.read(data_dir, h.instance) is None
 
 
-def _wired(module, name: str) -> bool:
-    import inspect
-
-    return name in inspect.getsource(module)
-
-
 async def test_status_shows_the_live_state_of_a_served_sitl(env, data_dir):
-    import sitlpool.cli
-    import sitlpool.process.managed
-
-    if not (_wired(sitlpool.process.managed, "statefile") and _wired(sitlpool.cli, "statefile")):
-        pytest.skip("wiring pending: process/managed.py starts the state writer, cli.py status reads it")
     async with server(env) as call:
         s = await call("open_sitl", speedup=5)
         n = s["instance"]

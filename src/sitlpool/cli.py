@@ -20,8 +20,16 @@ from .errors import SitlpoolError
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
+def say(text: str, file=None) -> None:
+    """Print a report that may quote others' text (pid files, names in sessions/, argv) without
+    the escape sequences it may hold: they would drive the reader's terminal."""
+    from .process.managed import printable
+
+    print(printable(text), file=file or sys.stdout, flush=True)
+
+
 def err(msg: str) -> None:
-    print(f"sitlpool: {msg}", file=sys.stderr, flush=True)
+    say(f"sitlpool: {msg}", file=sys.stderr)
 
 
 # ---- argument types: each bad value is a one-line usage error (exit 2) -----------------------
@@ -131,6 +139,9 @@ def status_doc(all_: bool) -> dict:
     doc["ports_taken"] = av["ports_taken"]
     if all_:
         doc["free"] = av["free"]
+    from . import statefile
+
+    doc["live"] = statefile.read_all(s.data_dir)  # what each launcher's link last saw (stale if it is gone)
     return doc
 
 
@@ -181,6 +192,15 @@ def status_table(doc: dict):
             u.add_row(*map(cell, (d["instance"], d["pid"], program_name(d["executable"], d["cmdline"]), cl,
                                   d["free_to_attach"] or "no")))
         parts.append(u)
+    if doc.get("live"):
+        from .statefile import describe
+
+        lv = Table(title="live state (from the launchers' state files)", title_justify="left")
+        for c in ("instance", "SITL pid", "state"):
+            lv.add_column(c)
+        for d in doc["live"]:
+            lv.add_row(*map(cell, (d["instance"], d.get("sitl_pid") or "-", describe(d))))
+        parts.append(lv)
     line = f"{doc['free_count']} free in the pool"
     if "free" in doc:
         line += ": " + ", ".join(map(str, doc["free"]))
@@ -266,6 +286,7 @@ def cmd_run(a) -> int:
     # a command that starts a SITL in the background and exits (`sh -c 'arducopter ... &'`)
     # must not leave it running on an instance whose lease we then release: its orphans come to us
     procinfo.become_subreaper()
+    before = set(procinfo.children(os.getpid()))  # cli.main may run inside a process with children of its own
     try:
         child = subprocess.Popen(argv, env=env, cwd=a.cwd, preexec_fn=_pdeathsig)
     except OSError as e:
@@ -273,9 +294,16 @@ def cmd_run(a) -> int:
         err(f"cannot run {argv[0]}: {e.strerror}; check the command name and PATH")
         return 127
 
+    asked = []
+
     def forward(signum, _frame):
+        # a second request to stop a command that ignored the first ends it (SIGKILL): a
+        # command ignoring SIGTERM must not make `sitlpool run` (and its lease) unstoppable
+        asked.append(signum)
+        if len(asked) > 1:
+            signum = signal.SIGKILL
         # Ctrl-C at a terminal already reached the child (same foreground group): don't send it twice
-        if signum == signal.SIGINT:
+        elif signum == signal.SIGINT:
             try:
                 if os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp():
                     return
@@ -290,7 +318,7 @@ def cmd_run(a) -> int:
         signal.signal(sig, forward)
     try:
         code = child.wait()
-        left = procinfo.stop_leftovers()
+        left = procinfo.stop_leftovers(spare=before)
         if left:
             err(f"{os.path.basename(argv[0])} left {len(left)} process(es) running (pid {', '.join(map(str, left))}); "
                 f"stopped them before releasing instance {lease.instance}")
@@ -306,7 +334,7 @@ def cmd_kill(a) -> int:
     from .process import kill_instance
 
     r = kill_instance(a.instance, force=a.force)
-    print(r.describe())
+    say(r.describe())
     return EXIT_OK
 
 
@@ -317,7 +345,7 @@ def cmd_reap(a) -> int:
     if not reports:
         print("nothing to reap: no pid file names an orphan")
     for r in reports:
-        print(f"instance {r.instance}: {r.action}: {r.reason}")
+        say(r.describe())  # an entry of sessions/ that names no instance has none
     return EXIT_OK
 
 

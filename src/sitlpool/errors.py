@@ -23,7 +23,12 @@ class LockDirError(SitlpoolError):
     """The lock directory or a file in it cannot be used safely."""
 
 
-class BadLockFile(LockDirError):
+class UnusableInstance(SitlpoolError):
+    """One instance cannot be used for a reason of its own (a bad lock file, a session dir
+    that is a symlink or a file): a pool scan skips it; asking for it by number raises this."""
+
+
+class BadLockFile(LockDirError, UnusableInstance):
     """One instance's lock file cannot be used (a symlink, FIFO, directory, unreadable file):
     a pool scan skips that instance; asking for it by number raises this."""
 

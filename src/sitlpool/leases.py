@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .errors import BadLockFile, InstanceBusy, InstanceError, LeaseReleased, LockDirError, NoFreeInstance, OwnerError, PortsBusy
+from .errors import (BadLockFile, InstanceBusy, InstanceError, LeaseReleased, LockDirError, NoFreeInstance, OwnerError,
+                     PortsBusy, UnusableInstance)
 from .instances import Ports, out_of_range, ports, unusable
 
 LOCK_NAME = re.compile(r"^instance-(\d+)\.lock$")
@@ -363,7 +364,13 @@ class LeasePool:
 
     def _ensure_dir(self) -> None:
         try:
-            os.makedirs(self.lock_dir, exist_ok=True)
+            if not self.lock_dir.is_dir():
+                os.makedirs(self.lock_dir, exist_ok=True)
+                try:  # made inside a group-shared dir (the default <data_dir>/leases): shared the same way
+                    if os.stat(self.lock_dir.parent).st_mode & stat.S_IWGRP:
+                        os.chmod(self.lock_dir, 0o2775)  # the umask cut the group's write bit
+                except OSError:
+                    pass
         except OSError as e:
             raise LockDirError(
                 f"cannot create lock directory {self.lock_dir}: {e.strerror}; "
@@ -504,8 +511,8 @@ class LeasePool:
                     for n in self.pool:
                         try:
                             lease, why = self._take(n, owner, chk)
-                        except BadLockFile as e:  # one bad file must not block the rest of the pool
-                            lease, why = None, _Unusable(str(e))
+                        except UnusableInstance as e:  # one bad file must not block the rest of the pool
+                            lease, why = None, _Unusable(e)
                         if lease:
                             break
                         reasons[n] = why
@@ -547,7 +554,8 @@ class LeasePool:
         if ports_busy:
             detail += f", {len(ports_busy)} with ports taken ({ports_busy[0]}" + (", ..." if len(ports_busy) > 1 else "") + ")"
         if bad:
-            detail += f", {len(bad)} with an unusable lock file ({bad[0]}" + (", ..." if len(bad) > 1 else "") + ")"
+            what = "with an unusable lock file" if all(w.lock_file for w in bad) else "unusable"
+            detail += f", {len(bad)} {what} ({bad[0]}" + (", ..." if len(bad) > 1 else "") + ")"
         return NoFreeInstance(
             f"no free instance in pool {self._pool_text()}{waited}: {detail}; "
             "wait for one (wait=SECONDS), widen SITLPOOL_POOL, or see who holds them with 'sitlpool status'"
@@ -620,7 +628,12 @@ class LeasePool:
 
 
 class _Unusable(str):
-    """Why a pool scan skipped an instance whose lock file cannot be used."""
+    """Why a pool scan skipped an instance that cannot be used (its lock file, its session dir...)."""
+
+    def __new__(cls, error: Exception):
+        self = super().__new__(cls, str(error))
+        self.lock_file = isinstance(error, BadLockFile)
+        return self
 
 
 def _resolve_check(check, default):

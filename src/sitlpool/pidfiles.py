@@ -76,20 +76,76 @@ class PidRecord:
         return f"pid {self.pid} (group {self.pgid}, {Path(self.binary).name}, launched by {self.owner or '?'} pid {self.holder_pid})"
 
 
+def ensure_dir(data_dir: Path, instance: int) -> Path:
+    """Create ``sessions/<instance>`` if needed. In a group-shared data dir (group-writable)
+    what is created is group-writable too (setgid): otherwise, with the usual umask 022,
+    the first user to launch on an instance would own its directory, and every other
+    member's launch there (or anywhere, for ``sessions/`` itself) would fail."""
+    d = session_dir(data_dir, instance)
+    os.makedirs(data_dir, exist_ok=True)
+    try:
+        shared = bool(os.stat(data_dir).st_mode & stat.S_IWGRP)
+    except OSError:
+        shared = False
+    for path in (d.parent, d):
+        try:
+            os.mkdir(path, 0o775 if shared else 0o777)
+        except FileExistsError:
+            continue
+        if shared:
+            os.chmod(path, 0o2775)  # the umask cut the group's write bit at mkdir
+    return d
+
+
+def open_new(path: Path | str, dir_fd: int | None = None) -> int:
+    """A write fd on ``path`` made afresh: whatever was there is removed first, and the
+    file is never opened through a symlink (in a group-shared data dir anyone may plant one
+    where a launch writes, aiming it at a file of the launcher's user)."""
+    try:
+        os.unlink(path, dir_fd=dir_fd)  # a symlink itself, never its target; a directory raises
+    except FileNotFoundError:
+        pass
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+
+
+def run_dir(data_dir: Path, instance: int) -> tuple[Path, int]:
+    """Where this user's SITL on ``instance`` runs (its cwd: eeprom.bin, logs/, stdout,
+    stderr), and an fd on it. ``sessions/<n>`` itself, unless others may write there (a
+    group-shared data dir): then ``sessions/<n>/uid-<euid>``, ours alone. The SITL enters
+    it by that fd, so nothing a member planted (an ``eeprom.bin`` symlink that SITL would
+    write through) or swapped in meanwhile is ever used. ``BadEntry`` if it is not ours."""
+    d = ensure_dir(data_dir, instance)
+    if os.lstat(d).st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        d = d / f"uid-{os.geteuid()}"
+        try:
+            os.mkdir(d, 0o755)
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        raise BadEntry(f"{d}: {e.strerror}; not a directory sitlpool may use (remove it)") from None
+    st = os.fstat(fd)
+    if d.name.startswith("uid-") and (st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+        os.close(fd)
+        raise BadEntry(f"{d} belongs to uid {st.st_uid} or others may write it; remove it after checking who made it")
+    return d, fd
+
+
 def write(data_dir: Path, rec: PidRecord) -> Path:
     """Write the record atomically (temp file + rename); no temp file is left on failure."""
-    d = session_dir(data_dir, rec.instance)
-    d.mkdir(parents=True, exist_ok=True)
+    d = ensure_dir(data_dir, rec.instance)
     path = d / PID_FILE
     tmp = d / f".{PID_FILE}.{os.getpid()}.tmp"
     if not rec.time:
         rec.time = time.time()
     try:
-        tmp.write_text(json.dumps(rec.as_json()) + "\n")
+        with open(open_new(tmp), "w") as f:
+            f.write(json.dumps(rec.as_json()) + "\n")
         os.replace(tmp, path)
     except BaseException:
         try:
-            if not tmp.is_dir():
+            if not stat.S_ISDIR(os.lstat(tmp).st_mode):
                 tmp.unlink()
         except OSError:
             pass

@@ -61,6 +61,17 @@ def uid(pid: int) -> int | None:
         return None
 
 
+def may_signal(pid: int) -> bool:
+    """False if ``pid`` is another user's process that we may not signal (EPERM)."""
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return False
+    except ProcessLookupError:
+        pass
+    return True
+
+
 def cmdline(pid: int) -> list[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -143,7 +154,8 @@ def terminate(pid: int, ticks: int | None, grace: float = 3.0, group: bool = Fal
     wait until it (and the group) is gone. For a process that is not our child (an orphan).
     The pid is pinned by a pidfd and checked against ``ticks`` (its start time) first, so a
     pid recycled meanwhile is never signalled. Returns what was done ("terminated",
-    "killed", or "gone" if it was no longer that process) and every pid signalled."""
+    "killed", "gone" if it was no longer that process, "refused" if it is another user's)
+    and every pid signalled."""
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
@@ -151,6 +163,8 @@ def terminate(pid: int, ticks: int | None, grace: float = 3.0, group: bool = Fal
     try:
         if ticks is None or not is_alive(pid, ticks):
             return "gone", []
+        if not may_signal(pid):  # another user's: a refused SIGTERM is not a reason to wait and say "killed"
+            return "refused", []
 
         def gone(timeout: float) -> bool:
             deadline = time.monotonic() + timeout
@@ -188,25 +202,24 @@ def become_subreaper() -> bool:
         return False
 
 
-def _reap_zombies() -> None:
-    while True:
+def _reap(pids) -> None:
+    for p in pids:  # only the pids we signalled: another part of this process may wait for its own children
         try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                return
+            os.waitpid(p, os.WNOHANG)
         except ChildProcessError:
-            return
+            pass
 
 
-def stop_leftovers(grace: float = 3.0, poll: float = 0.02) -> list[int]:
+def stop_leftovers(grace: float = 3.0, poll: float = 0.02, spare: set[int] = frozenset()) -> list[int]:
     """SIGTERM every remaining child of this (subreaper) process, SIGKILL those alive after
     ``grace``, until none is left (their own children come to us as they die); the pids
-    signalled. Only for a process whose every child is its own to stop. Our children are
-    reaped only here, so a pid signalled is never a recycled one."""
+    signalled, except the children in ``spare`` (those this process had before). Our
+    children are reaped only here, so a pid signalled is never a recycled one."""
     termed: dict[int, float] = {}
     killed: set[int] = set()
     while True:
-        _reap_zombies()
-        kids = children(os.getpid())
+        _reap(termed)
+        kids = [k for k in children(os.getpid()) if k not in spare]
         if not kids:
             return sorted(termed)
         now = time.monotonic()
@@ -233,7 +246,7 @@ def stop_leftovers(grace: float = 3.0, poll: float = 0.02) -> list[int]:
 _prctl = None  # libc's prctl, bound before the first fork (ctypes costs ms to import: only launchers need it)
 
 
-def _die_with(parent: int):
+def _die_with(parent: int, cwd_fd: int | None = None):
     global _prctl
     if _prctl is None:
         import ctypes
@@ -244,6 +257,8 @@ def _die_with(parent: int):
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the launcher died before the prctl took effect
             os._exit(127)
+        if cwd_fd is not None:  # the directory itself, whatever its path now leads to
+            os.fchdir(cwd_fd)
 
     return preexec
 
@@ -290,9 +305,10 @@ def _reset_after_fork() -> None:
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def popen_tied(args: list[str], **kw) -> subprocess.Popen:
+def popen_tied(args: list[str], cwd_fd: int | None = None, **kw) -> subprocess.Popen:
     """``subprocess.Popen(args, **kw)``, forked by this process's launcher thread with a
-    parent-death signal (SIGKILL) set before exec: the child never outlives this process."""
+    parent-death signal (SIGKILL) set before exec: the child never outlives this process.
+    ``cwd_fd``: the child's working directory, entered by that fd (not by a path)."""
     import subprocess
 
     global _launcher
@@ -301,4 +317,4 @@ def popen_tied(args: list[str], **kw) -> subprocess.Popen:
             _launcher = _Launcher()
         launcher = _launcher
     parent = os.getpid()
-    return launcher.run(lambda: subprocess.Popen(args, preexec_fn=_die_with(parent), **kw))
+    return launcher.run(lambda: subprocess.Popen(args, preexec_fn=_die_with(parent, cwd_fd), **kw))

@@ -94,10 +94,11 @@ class Fleet:
         total = self._need_capacity()
         deadline = None if wait_s is None else time.monotonic() + max(0.0, wait_s)
         slots: list = []  # actors kept on nodes that refused, so Ray places the next one elsewhere
+        refused = None
         try:
             while True:
                 if wait_s is not None and wait_s <= 0 and self.capacity()[1] < 1:
-                    raise NoRoom(self._no_room(total, waited=None))
+                    raise NoRoom(self._no_room(total, None, refused))
                 actor = self._actor_cls.options(resources={RESOURCE: 1}, num_cpus=0).remote()
                 placed = actor.ready.remote()
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -106,7 +107,7 @@ class Fleet:
                 done, _ = ray.wait([placed], timeout=left)
                 if not done:
                     ray.kill(actor)
-                    raise NoRoom(self._no_room(total, waited=wait_s))
+                    raise NoRoom(self._no_room(total, wait_s, refused))
                 try:
                     ray.get(placed)
                     info = ray.get(actor.open.remote(model, speedup, params, home, label, wipe), timeout=START_TIMEOUT_S)
@@ -119,6 +120,7 @@ class Fleet:
                 if "refused" in info:
                     log.info("node %s refused a lease: %s; placing elsewhere", info["host"], info["refused"])
                     slots.append(actor)
+                    refused = f"{info['host']} (node {info['node_id'][:8]}): {info['refused']}"
                     if len(slots) >= total:
                         raise NoRoom(f"every node Ray placed the SITL on refused a lease (last: {info['host']}: "
                                      f"{info['refused']}); SITLs started outside sitlpool hold the instances Ray counts as free")
@@ -130,10 +132,14 @@ class Fleet:
             for a in slots:
                 ray.kill(a)
 
-    def _no_room(self, total: float, waited: float | None) -> str:
+    def _no_room(self, total: float, waited: float | None, refused: str | None = None) -> str:
         how = "at once (wait_s=0)" if not waited else f"within {waited:g}s"
-        return (f"no node of the cluster had a free sitl slot {how}: all {total:g} are in use; "
-                "close a SITL, wait (wait_s=None waits as long as it takes), or add nodes")
+        msg = (f"no node of the cluster had a free sitl slot {how}: all {total:g} are in use; "
+               "close a SITL, wait (wait_s=None waits as long as it takes), or add nodes")
+        if refused:
+            msg += (f"; a slot Ray counted as free was refused by its node's lease, {refused} "
+                    "(a SITL started outside sitlpool holds an instance there)")
+        return msg
 
     def _forget(self, sitl: RemoteSitl) -> None:
         self._open.discard(sitl)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import pidfiles, procinfo
 from ..config import load_settings
-from ..errors import KillRefused, LeaseError, ProcessError, SitlpoolError
+from ..errors import KillRefused, LeaseError, ProcessError, SitlpoolError, UnusableInstance
 from ..instances import Ports, unusable
 from ..instances import ports as _ports_of
 from ..leases import Lease, LeasePool
@@ -169,6 +169,10 @@ def _reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
         pidfiles.remove(data_dir, instance)
         return ReapReport(instance, "recycled pid", f"pid {rec.pid} now belongs to another process (start time differs); "
                           "left it alone, pid file removed", rec.pid)
+    if not procinfo.may_signal(rec.pid):
+        # another user's process: only they (or root) can check and stop it, so the record is theirs to keep
+        return ReapReport(instance, "left alone", f"{rec.describe()} runs as uid {procinfo.uid(rec.pid)}, whose "
+                          "processes we may not signal; record kept for that user's reap", rec.pid)
     if procinfo.pgid(rec.pid) != rec.pgid:
         return drop(f"pid {rec.pid} is in group {procinfo.pgid(rec.pid)}, not {rec.pgid}")
     if not _same_executable(rec, rec.pid):
@@ -188,6 +192,9 @@ def _reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
     if rec.pgid == os.getpgrp():
         return drop(f"group {rec.pgid} is the reaper's own")
     how, signalled = procinfo.terminate(rec.pid, rec.start_ticks, KILL_GRACE_S, group=group)
+    if how == "refused":
+        return ReapReport(instance, "left alone", f"{rec.describe()} runs as uid {procinfo.uid(rec.pid)}, whose "
+                          "processes we may not signal; record kept for that user's reap", rec.pid)
     pidfiles.remove(data_dir, instance)
     if how == "gone":
         return ReapReport(instance, "gone", f"{rec.describe()} exited by itself; pid file removed", rec.pid)
@@ -278,7 +285,7 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
         if r and r.action in ("terminated", "killed"):
             report.killed.append(f"pid {r.pid} from the pid file ({r.action})")
             report.signalled += r.signalled
-        elif r and r.action in ("dropped", "skipped"):
+        elif r and r.action in ("dropped", "skipped", "left alone"):
             report.left_alone.append(r.reason)
         busy = name_holders(busy_ports(lease.ports))
         seen: set[int] = set()
@@ -297,6 +304,10 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
                 continue
             how, signalled = procinfo.terminate(h.pid, ticks, KILL_GRACE_S, group=group)
             if how == "gone":  # it exited by itself meanwhile
+                continue
+            if how == "refused":
+                report.left_alone.append(f"{b.describe()}: runs as uid {procinfo.uid(h.pid)}, whose processes we may "
+                                         "not signal (ask that user)")
                 continue
             report.signalled += [p for p in signalled if p not in report.signalled]
             whom = f"its group {h.pid}" if group else "that process only (its group is not its own)"
@@ -392,8 +403,15 @@ class ManagedSitl(SitlProcess):
         can hold n now), reaped at once so a crash never strands the instance; then the
         port probe."""
         beyond = self._beyond_binary(n)
-        if beyond:
-            return beyond
+        if beyond:  # not a matter of ports: this instance is unusable with this binary
+            raise UnusableInstance(beyond)
+        try:  # a session dir that is a symlink or a file (anyone in a shared data dir can make one)
+            d = pidfiles.check_dir(self.settings.data_dir, n)
+        except pidfiles.BadEntry as e:
+            raise UnusableInstance(f"cannot use instance {n}'s directory: {e}") from None
+        if d.exists() and not os.access(d, os.W_OK | os.X_OK):  # another member's, not group-writable
+            raise UnusableInstance(f"cannot use instance {n}'s directory {d}: not writable by you (it belongs to uid "
+                                   f"{d.stat().st_uid}); its owner can make it group-writable (chmod 2775) or remove it")
         try:
             r = _reap_locked(self.settings.data_dir, n)
         except (SitlpoolError, OSError) as e:  # a bad entry never blocks the pool scan
@@ -424,36 +442,50 @@ class ManagedSitl(SitlProcess):
             self._check_files()
             if self.requested_instance is not None and self._beyond_binary(self.requested_instance):
                 raise ProcessError(self._beyond_binary(self.requested_instance))
+            if (self.requested_instance is None and self._binary is not None
+                    and all(n > REAL_MAX_INSTANCE for n in self.pool.pool)):
+                from ..config import format_pool
+
+                raise ProcessError(f"pool {format_pool(self.pool.pool)} has no instance below {REAL_MAX_INSTANCE + 1}, and "
+                                   f"ArduPilot SITL ({self._binary}) keeps -I in 8 bits; set SITLPOOL_POOL to instances "
+                                   f"1-{REAL_MAX_INSTANCE} (e.g. 40-59) to launch it")
             self.lease = self.pool.acquire(self.owner, instance=self.requested_instance, check=self._check,
                                            wait=self.wait_s)
             n = self.lease.instance
             try:
-                self.cwd = pidfiles.session_dir(self.settings.data_dir, n)
                 pidfiles.check_dir(self.settings.data_dir, n)  # never through a symlink: files would land elsewhere
-                self.cwd.mkdir(parents=True, exist_ok=True)
+                self.cwd, cwd_fd = pidfiles.run_dir(self.settings.data_dir, n)
             except pidfiles.BadEntry as e:
                 raise ProcessError(f"cannot use instance {n}'s directory: {e}") from None
             except OSError as e:
-                raise ProcessError(f"cannot create the SITL's directory {self.cwd}: {e.strerror}; "
-                                   "make SITLPOOL_DATA_DIR writable or point it elsewhere") from None
-            self.argv = self._command(n)
+                raise ProcessError(f"cannot create the SITL's directory in {pidfiles.session_dir(self.settings.data_dir, n)}: "
+                                   f"{e.strerror}; make SITLPOOL_DATA_DIR writable or point it elsewhere") from None
             try:
-                out, err = open(self.cwd / "stdout", "wb"), open(self.cwd / "stderr", "wb")
-            except OSError as e:
-                raise ProcessError(f"cannot create the SITL's output files in {self.cwd}: {e.strerror}; "
-                                   "free space there or point SITLPOOL_DATA_DIR elsewhere") from None
-            with out, err, self._life:
-                if self.quitting:
-                    raise ProcessError(f"{self.name} was stopped before it was launched")
-                self.popen = procinfo.popen_tied(self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=out,
-                                                 stderr=err, start_new_session=True, close_fds=True)
+                self.argv = self._command(n)
+                try:
+                    out = open(pidfiles.open_new("stdout", dir_fd=cwd_fd), "wb")
+                    try:
+                        err = open(pidfiles.open_new("stderr", dir_fd=cwd_fd), "wb")
+                    except BaseException:
+                        out.close()
+                        raise
+                except OSError as e:
+                    raise ProcessError(f"cannot create the SITL's output files in {self.cwd}: {e.strerror}; "
+                                       "free space there or point SITLPOOL_DATA_DIR elsewhere") from None
+                with out, err, self._life:
+                    if self.quitting:
+                        raise ProcessError(f"{self.name} was stopped before it was launched")
+                    self.popen = procinfo.popen_tied(self.argv, cwd_fd=cwd_fd, stdin=subprocess.DEVNULL, stdout=out,
+                                                     stderr=err, start_new_session=True, close_fds=True)
+            finally:
+                os.close(cwd_fd)
             pid = self.popen.pid
             try:
                 pidfiles.write(self.settings.data_dir, pidfiles.PidRecord(
                     instance=n, pid=pid, pgid=pid, start_ticks=procinfo.start_ticks(pid) or 0, binary=self.argv[0],
                     argv=self.argv, owner=self.owner, holder_pid=os.getpid(), exe=procinfo.exe(pid) or ""))
             except OSError as e:
-                raise ProcessError(f"cannot write the pid file {self.cwd / pidfiles.PID_FILE}: "
+                raise ProcessError(f"cannot write the pid file {pidfiles.session_dir(self.settings.data_dir, n) / pidfiles.PID_FILE}: "
                                    f"{e.strerror or e}; the SITL was killed and instance {n} released "
                                    "(free space there, or remove what is in the way)") from None
         except BaseException as e:
@@ -503,6 +535,9 @@ class ManagedSitl(SitlProcess):
 
             self.link = VehicleLink(f"tcp:127.0.0.1:{self.lease.ports.serial0}",
                                     name=f"{self.name} (instance {self.lease.instance})").start()
+            from ..statefile import start_writer  # `sitlpool status` shows its live state; stops with the link
+
+            start_writer(self.link, self.settings.data_dir, self.lease.instance, self.popen.pid)
             if self.dead:
                 # it died between the check and the link: a link left connecting would become
                 # the next SITL's SERIAL0 client on this instance, and that one only serves one

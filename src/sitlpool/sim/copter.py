@@ -44,7 +44,6 @@ NEEDS_POSITION = {"LOITER", "GUIDED", "AUTO", "RTL", "CIRCLE", "BRAKE", "POSHOLD
                   "AVOID_ADSB", "FOLLOW", "THROW", "DRIFT"}
 NOT_ARMABLE = {"AUTO", "RTL", "CIRCLE", "LAND", "SMART_RTL", "BRAKE", "AVOID_ADSB", "AUTO_RTL"}
 GUIDED_LIKE = {"GUIDED", "AVOID_ADSB"}
-HOLDING = {"LOITER", "POSHOLD", "BRAKE", "CIRCLE", "ZIGZAG", "GUIDED_NOGPS", "THROW", "DRIFT"}
 PILOTED = {"STABILIZE", "ACRO", "ALT_HOLD", "LOITER", "POSHOLD", "DRIFT", "ZIGZAG"}
 TAKEOFF_MODES = {"GUIDED"}
 EARTH_R = 6378137.0
@@ -76,8 +75,7 @@ CMD_NAMES = {  # AP_Mission's short names, as its "Mission: N NAME" texts use th
     A.MAV_CMD_DO_JUMP: "Jump", A.MAV_CMD_CONDITION_DELAY: "Delay", A.MAV_CMD_CONDITION_YAW: "CondYaw",
     A.MAV_CMD_DO_SET_ROI: "SetROI", A.MAV_CMD_DO_SET_SERVO: "SetServo", A.MAV_CMD_DO_SET_RELAY: "SetRelay",
 }
-R_ACCEPTED, R_DENIED, R_UNSUPPORTED, R_FAILED = (
-    A.MAV_RESULT_ACCEPTED, A.MAV_RESULT_DENIED, A.MAV_RESULT_UNSUPPORTED, A.MAV_RESULT_FAILED)
+R_ACCEPTED, R_DENIED, R_FAILED = A.MAV_RESULT_ACCEPTED, A.MAV_RESULT_DENIED, A.MAV_RESULT_FAILED
 AMSL_FRAMES = {A.MAV_FRAME_GLOBAL, A.MAV_FRAME_GLOBAL_INT}
 TERRAIN_FRAMES = {A.MAV_FRAME_GLOBAL_TERRAIN_ALT, A.MAV_FRAME_GLOBAL_TERRAIN_ALT_INT}
 
@@ -142,10 +140,9 @@ class Copter:
         self.next_prearm = 30.0  # sim s: periodic "PreArm:" texts (as SITL, every 30 s)
         self.rtl_phase = ""
         self.rtl_loiter_until = 0.0
-        self.guided_stale = False  # GUIDED entered before the GPS was detected (see README)
-        # item 0 is home, as on ArduPilot (a fresh vehicle has just that; a cleared one has none)
-        self.mission: list[MissionItem] = [MissionItem.from_row(r) for r in params.mission] or [
-            MissionItem(A.MAV_CMD_NAV_WAYPOINT, 0.0, 0.0, 0.0, frame=A.MAV_FRAME_GLOBAL)]
+        self.booting = True  # until "ArduPilot Ready": a mode set meanwhile is undone by the initial mode
+        # item 0 is home, as on ArduPilot: it exists once home has been written (home_changed)
+        self.mission: list[MissionItem] = [MissionItem.from_row(r) for r in params.mission]
         self.mission_seq = 1 if len(self.mission) > 1 else 0
         self.mission_started = False
         self.mission_done = False
@@ -220,7 +217,7 @@ class Copter:
             return []
         t = self.t
         e = self.events
-        if t < min(1.0, e[0][0]):
+        if self.booting or t < min(1.0, e[0][0]):
             return ["System not initialised"]
         if t < e[0][0]:
             return ["Accels inconsistent", "EKF attitude is bad", "AHRS: not using configured AHRS type"]
@@ -277,7 +274,7 @@ class Copter:
                 self.text(A.MAV_SEVERITY_INFO, tx.format(elev=int(round(self.origin_alt))))
             if i == 4:
                 self.home_set = True
-                self.on_home()
+                self.home_changed()
         h = self.health()[2] & A.MAV_SYS_STATUS_PREARM_CHECK
         if h != self.prev_health:
             self.prev_health = h
@@ -528,6 +525,13 @@ class Copter:
     def set_home_here(self) -> None:
         self.home_n, self.home_e, self.home_up = self.north, self.east, self.alt
         self.home_set = True
+        self.home_changed()
+
+    def home_changed(self) -> None:
+        """Home was (re)written: as AP_Mission, an empty mission gains item 0 (home); every GCS hears."""
+        if not self.mission:
+            self.mission = [MissionItem(A.MAV_CMD_NAV_WAYPOINT, 0.0, 0.0, 0.0, frame=A.MAV_FRAME_GLOBAL)]
+            self.p.save_mission([it.row() for it in self.mission])
         self.on_home()
 
     def arm(self, force: bool, link) -> int:
@@ -535,8 +539,7 @@ class Copter:
             return R_ACCEPTED
         name = MODE_NAMES.get(self.mode, "")
         why = [] if force else [f"Arm: {w}" for w in self.prearm_failures()]
-        if not why and not force and name in NEEDS_POSITION and not self.position_ok and not (
-                name == "GUIDED" and self.guided_stale):
+        if not why and not force and name in NEEDS_POSITION and not self.position_ok:
             why = ["Arm: Need Position Estimate"]
         if not why and not force and name in NOT_ARMABLE:
             why = ["Arm: Mode requires mission" if name == "AUTO" and len(self.mission) <= 1 else
@@ -597,11 +600,6 @@ class Copter:
             if first is None or first.command != A.MAV_CMD_NAV_TAKEOFF:
                 self.text(A.MAV_SEVERITY_WARNING, "Auto: Missing Takeoff Cmd")
                 return R_FAILED
-        if name == "GUIDED":
-            if not self.gps_detected:
-                self.guided_stale = True
-            elif self.position_ok:
-                self.guided_stale = False
         if custom != self.mode:
             self.mode = custom
             self.paused = False
@@ -619,10 +617,9 @@ class Copter:
         return R_ACCEPTED
 
     def takeoff(self, alt: float, link) -> int:
-        # ArduCopter refuses without a word: not armed, already flying, a mode without user
-        # takeoff, or GUIDED entered before the GPS was detected (until GUIDED is re-entered)
+        # ArduCopter refuses without a word: not armed, already flying, a mode without user takeoff
         name = MODE_NAMES.get(self.mode)
-        if name not in TAKEOFF_MODES or not self.armed or self.flying or self.guided_stale:
+        if name not in TAKEOFF_MODES or not self.armed or self.flying:
             return R_FAILED
         if not alt > 0:
             return R_FAILED
@@ -713,8 +710,17 @@ class Copter:
             m |= A.MAV_MODE_FLAG_SAFETY_ARMED
         return m
 
+    def ready(self) -> None:
+        """End of boot ("ArduPilot Ready"): the initial mode replaces any mode a client set while
+        the vehicle was booting (ACKed and shown meanwhile), as real ArduCopter does."""
+        self.booting = False
+        for sev, tx in BOOT_TEXTS:
+            self.text(sev, tx)
+        self.mode = int(self.p.get("INITIAL_MODE", 0))
+        self.target = self.velocity = None
+
     def system_status(self) -> int:
-        if self.t < 1.0:
+        if self.booting:
             return A.MAV_STATE_BOOT
         return A.MAV_STATE_ACTIVE if self.armed else A.MAV_STATE_STANDBY
 

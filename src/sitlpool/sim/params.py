@@ -52,6 +52,7 @@ class Params:
                 if k in values:  # ArduPilot ignores names it does not have (copter.parm's ARSPD_*)
                     values[k] = v
         self.mission: list[list[float]] = []
+        self.unsaved: dict[str, float] = {}  # name -> value in eeprom.bin, for values set in RAM only
         if not wipe and eeprom.exists():
             try:
                 saved = json.loads(eeprom.read_text() or "{}")
@@ -84,8 +85,17 @@ class Params:
             value = float(int(round(value)))
         self.values[name] = float(value)
         if save:
+            self.unsaved.pop(name, None)
             self.save()
         return True
+
+    def set_in_ram(self, values: dict[str, float]) -> None:
+        """Values that change now but are not written to eeprom.bin (what a REQUEST_DATA_STREAM
+        does to the MAVn_* rates on ArduPilot): a reboot brings back the saved ones."""
+        for name, value in values.items():
+            if name in self.values:
+                self.unsaved.setdefault(name, self.values[name])
+                self.set(name, value, save=False)
 
     def update(self, values: dict[str, float]) -> None:
         """Several values the vehicle sets itself, saved once."""
@@ -99,5 +109,5 @@ class Params:
 
     def save(self) -> None:
         tmp = self.eeprom.with_name(f".{self.eeprom.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"params": self.values, "mission": self.mission}))
+        tmp.write_text(json.dumps({"params": {**self.values, **self.unsaved}, "mission": self.mission}))
         os.replace(tmp, self.eeprom)

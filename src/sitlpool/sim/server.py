@@ -15,11 +15,12 @@ from pathlib import Path
 
 from ..instances import ports as instance_ports
 from . import telemetry
-from .copter import BOOT_TEXTS, MODES, Copter, MissionItem, mavlink
+from .copter import FORCE_MAGIC, MODES, Copter, MissionItem, mavlink
 from .params import SYSID, Params
 
 A = mavlink
 TICK_S = 0.04  # wall seconds per main-loop tick (25 Hz)
+BOOT_S = 0.45  # wall seconds from the first client to "ArduPilot Ready" (as real SITL)
 MAX_SUBSTEP = 0.05  # sim seconds per physics sub-step
 STREAMS = telemetry.STREAMS
 MSG_IDS, MSG_NAMES = telemetry.MSG_IDS, telemetry.MSG_NAMES
@@ -237,8 +238,8 @@ class Simulator:
             self.attach("serial0", conn)
         signal.signal(signal.SIGTERM, self._sigterm)
         self.boot_ports()
-        self.boot_texts = True
         self.started = time.monotonic()
+        self.boot_heartbeat = False
         self.loop()
 
     def _sigterm(self, *_):
@@ -270,13 +271,17 @@ class Simulator:
             if os.getppid() != self.parent:
                 log("parent process exited; exiting")
                 os._exit(1)
+            if self.copter.booting:
+                # real SITL sets up for ~0.45 s after its first client, its clock at 0 meanwhile
+                if now - self.started < BOOT_S:
+                    if not self.boot_heartbeat and now - self.started > BOOT_S / 2:
+                        self.boot_heartbeat = True  # real SITL's one HEARTBEAT while booting
+                        self.send(self.msg("HEARTBEAT"))
+                    last = now
+                    continue
+                self.copter.ready()
             sim_dt = (now - last) * self.cfg.speedup
             last = now
-            if self.boot_texts and (any(lk.active for lk in self.links.values()) or now - self.started > 1.0):
-                # real SITL says these ~1 s after its first client, by when that client has spoken
-                self.boot_texts = False
-                for sev, tx in BOOT_TEXTS:
-                    self.copter.text(sev, tx)
             while sim_dt > 1e-9:
                 d = min(sim_dt, MAX_SUBSTEP)
                 self.copter.step(d)
@@ -304,6 +309,9 @@ class Simulator:
             if lk.hb_interval > 0 and t >= lk.due.get("HEARTBEAT", 0.0):
                 lk.due["HEARTBEAT"] = t + lk.hb_interval
                 self.send(self.msg("HEARTBEAT"), lk)
+            if t >= lk.due.setdefault("TIMESYNC", t + 1.0):  # ArduPilot asks each port every 10 s, unasked
+                lk.due["TIMESYNC"] = t + 10.0
+                self.send(A.MAVLink_timesync_message(0, int(t * 1e9)), lk)
             for name, hz in lk.rates.items():
                 if hz <= 0:
                     continue
@@ -397,12 +405,12 @@ class Simulator:
                 for name in STREAMS.get(sid, ()):
                     lk.rates[name] = hz
                     lk.due[name] = c.t
-            # ArduPilot keeps the asked rate in the port's MAVn_ parameters (saved: it survives a reboot)
+            # ArduPilot keeps the asked rate in the port's MAVn_ parameters (in RAM: not after a reboot)
             n = int(lk.name[-1]) + 1
             suffixes = [k for k, sid in STREAM_PARAMS.items() if sid in ids]
             if m.req_stream_id == A.MAV_DATA_STREAM_ALL:
                 suffixes += ["RAW_CTRL", "ADSB"]
-            self.params.update({f"MAV{n}_{k}": hz for k in suffixes})
+            self.params.set_in_ram({f"MAV{n}_{k}": hz for k in suffixes})
         elif t == "SET_POSITION_TARGET_GLOBAL_INT":
             if (m.type_mask & 0b111) != 0b111:
                 c.goto(m.lat_int / 1e7, m.lon_int / 1e7, c.alt_from(m.coordinate_frame, m.alt))
@@ -552,7 +560,7 @@ class Simulator:
         c = self.copter
         after = None  # something to send after the ACK
         if cmd == A.MAV_CMD_COMPONENT_ARM_DISARM:
-            force = int(p[1]) == 21196
+            force = int(p[1]) == FORCE_MAGIC
             r = c.arm(force, lk) if p[0] >= 0.5 else c.disarm(force=force, link=lk)
         elif cmd == A.MAV_CMD_DO_SET_MODE:
             r = c.set_mode(int(p[1]), lk) if int(p[0]) & A.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED else A.MAV_RESULT_DENIED
@@ -622,7 +630,7 @@ class Simulator:
             else:
                 c.home_n, c.home_e = c.local(p[4], p[5])
                 c.home_up = c.alt_from(frame if frame is not None else A.MAV_FRAME_GLOBAL, p[6])
-                c.on_home()
+                c.home_changed()
             r = A.MAV_RESULT_ACCEPTED
         elif cmd == A.MAV_CMD_DO_SEND_BANNER:
             self.banner()
