@@ -336,9 +336,9 @@ def test_failure_after_popen_is_one_line_and_leaves_nothing(settings, instances,
     if how == "disk full":
         # the temp record is written to /dev/full, where every write fails with ENOSPC (a
         # symlink to it no longer works: a launch never writes through a symlink)
-        def open_full(path):
-            fd = orig_open_new(path)
-            if path.name.endswith(".tmp"):
+        def open_full(path, dir_fd=None):
+            fd = orig_open_new(path, dir_fd=dir_fd)
+            if str(path).endswith(".tmp"):
                 full = os.open("/dev/full", os.O_WRONLY | os.O_CLOEXEC)
                 os.dup2(full, fd)
                 os.close(full)
