@@ -29,6 +29,9 @@ RAY_START = [sys.executable, "-c",
              "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"]
 
 
+_given: set[int] = set()  # never the same port twice in one process
+
+
 def free_port() -> int:
     """A port for one of Ray's fixed listeners, outside the ephemeral range that gRPC servers
     (which bind with SO_REUSEPORT, so a bind test cannot see them) pick from, and above the
@@ -37,6 +40,9 @@ def free_port() -> int:
 
     while True:
         port = random.randrange(23000, 32000)
+        if port in _given:
+            continue
+        _given.add(port)
         try:
             with socket.socket() as s:
                 s.bind(("0.0.0.0", port))

@@ -374,3 +374,37 @@ def test_sitl_never_writes_through_what_a_member_planted_in_a_shared_session_dir
         m.close_all()
     assert precious.read_bytes() == b"keep me\n", "the SITL wrote through a planted eeprom.bin symlink"
     assert h.cwd == d / f"uid-{os.geteuid()}"
+
+
+def test_status_survives_a_junk_state_file(env, settings, instances):
+    """A state file with JSON Infinity made `sitlpool status` exit 1 with an OverflowError
+    traceback, for every user of the data dir."""
+    d = pidfiles.ensure_dir(settings.data_dir, instances[0])
+    (d / "state.json").write_text('{"schema": 1, "writer_pid": Infinity, "writer_start_ticks": 1, "time": 1}')
+    r = subprocess.run(CLI + ["status"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("junk", ["fifo", "symlink", "deep", "wrong types", "huge"])
+def test_status_never_hangs_or_fails_on_a_planted_state_file(env, settings, instances, tmp_path, junk):
+    """Anyone sharing the data dir can put anything at sessions/<n>/state.json: a FIFO made
+    `sitlpool status` hang forever; junk is shown as no live state, never a traceback."""
+    d = pidfiles.ensure_dir(settings.data_dir, instances[0])
+    path = d / "state.json"
+    if junk == "fifo":
+        os.mkfifo(path)
+    elif junk == "symlink":
+        secret = tmp_path / "secret.json"
+        secret.write_text('{"schema": 1, "writer_pid": 1, "writer_start_ticks": 0, "time": 1, "mode": "SECRET"}')
+        path.symlink_to(secret)
+    elif junk == "deep":
+        path.write_text("[" * 100000 + "]" * 100000)
+    elif junk == "wrong types":
+        path.write_text(json.dumps({"schema": 1, "writer_pid": os.getpid(), "writer_start_ticks": 0, "time": 1,
+                                    "relative_alt_m": "high", "battery_pct": "[/]"}))
+    else:
+        path.write_text(json.dumps({"schema": 1, "writer_pid": 1, "writer_start_ticks": 0, "time": 1,
+                                    "last_text": "x" * (200 * 1024)}))
+    r = subprocess.run(CLI + ["status", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert json.loads(r.stdout)["live"] == []

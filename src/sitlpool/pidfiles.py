@@ -169,27 +169,37 @@ def check_dir(data_dir: Path, instance: int) -> Path:
     return d
 
 
-def load(data_dir: Path, instance: int) -> PidRecord | None:
-    """The record of ``instance``; None if there is none; ``BadEntry`` for anything that is
-    not a regular, readable record (never follows a symlink, never blocks on a FIFO)."""
-    path = check_dir(data_dir, instance) / PID_FILE
+def read_regular(path: Path, limit: int = MAX_SIZE) -> tuple[bytes, os.stat_result] | None:
+    """The first ``limit`` + 1 bytes of a regular file in ``sessions/`` and its stat; None if
+    it does not exist. ``BadEntry`` for a symlink, a FIFO (never opened blocking: reading one
+    would hang the reader), a directory or a device. For every file others may put there."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as e:
         kind = "a symlink" if os.path.islink(path) else e.strerror
-        raise BadEntry(f"{path}: {kind}; not a pid file (remove it)") from None
+        raise BadEntry(f"{path}: {kind}; not a file sitlpool reads (remove it)") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise BadEntry(f"{path} is {kind}; not a pid file (remove it)")
-        data = os.read(fd, MAX_SIZE + 1)
+            raise BadEntry(f"{path} is {kind}; not a file sitlpool reads (remove it)")
+        return os.read(fd, limit + 1), st
     except OSError as e:
         raise BadEntry(f"{path}: {e.strerror}") from None
     finally:
         os.close(fd)
+
+
+def load(data_dir: Path, instance: int) -> PidRecord | None:
+    """The record of ``instance``; None if there is none; ``BadEntry`` for anything that is
+    not a regular, readable record (never follows a symlink, never blocks on a FIFO)."""
+    path = check_dir(data_dir, instance) / PID_FILE
+    got = read_regular(path)
+    if got is None:
+        return None
+    data, st = got
     try:
         if len(data) > MAX_SIZE:
             raise ValueError("too large")

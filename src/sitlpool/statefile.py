@@ -67,7 +67,8 @@ class StateWriter:
 
     def write(self) -> None:
         data = json.dumps(self.document(), separators=(",", ":"))
-        with open(self._tmp, "w") as f:
+        fd = pidfiles.open_new(self._tmp)  # never through a symlink someone planted in a shared dir
+        with open(fd, "w") as f:
             f.write(data)
         os.replace(self._tmp, self.path)
 
@@ -96,16 +97,36 @@ def start_writer(link, data_dir: Path, instance: int, sitl_pid: int | None = Non
     return StateWriter(link, state_path(data_dir, instance), instance, sitl_pid).start()
 
 
+_TYPES = {  # field -> what a writer puts there; anything else is someone else's junk
+    "mode": (str, type(None)), "armed": (bool,), "link": (str, type(None)), "last_text": (str, type(None)),
+    "relative_alt_m": (int, float, type(None)), "battery_pct": (int, type(None)), "battery_v": (int, float, type(None)),
+    "heartbeat_age_s": (int, float, type(None)), "sitl_pid": (int, type(None)),
+}
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a value a writer puts there")
+
+
 def read(data_dir: Path, instance: int) -> dict | None:
-    """The state of ``instance`` with ``stale`` (and why) and ``age_s``; None if none or garbage."""
+    """The state of ``instance`` with ``stale`` (and why) and ``age_s``; None if none or junk.
+    Anyone sharing the data dir can put a file there: never follows a symlink, never blocks
+    on a FIFO, reads a bounded amount and checks every field's type."""
     path = state_path(data_dir, instance)
     try:
-        d = json.loads(path.read_text())
+        got = pidfiles.read_regular(path)
+        if got is None or len(got[0]) > pidfiles.MAX_SIZE:
+            return None
+        d = json.loads(got[0], parse_constant=_no_constant)  # no NaN/Infinity
         if not isinstance(d, dict) or d.get("schema") != 1:
             return None
-        pid, ticks = int(d["writer_pid"]), int(d["writer_start_ticks"])
+        if any(not isinstance(d.get(k), t) for k, t in _TYPES.items() if k in d):
+            return None
+        pid, ticks = d["writer_pid"], d["writer_start_ticks"]
+        if type(pid) is not int or type(ticks) is not int or not 0 < pid < 2**31:
+            return None
         age = time.time() - float(d["time"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (pidfiles.BadEntry, OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError):
         return None
     d["age_s"] = round(age, 1)
     if not procinfo.is_alive(pid, ticks or None):

@@ -205,7 +205,7 @@ class RemoteSitl:
 class RemoteLink:
     """The part of ``VehicleLink`` a test or scenario written for a local SITL uses, forwarded
     to the actor: commands, parameters, ``vehicle`` (the actor's latest state) and
-    ``wait(pred, timeout)`` (the predicate is shipped and evaluated next to the vehicle)."""
+    ``wait(pred, timeout)`` (the predicate runs here on the state it polls)."""
 
     read_only = False
 
@@ -233,8 +233,18 @@ class RemoteLink:
                 pass
         return self._last if self._last is not None else VehicleState()
 
-    def wait(self, pred, timeout: float) -> bool:
-        return bool(self._sitl._call("wait", pred, timeout, timeout=timeout + CALL_TIMEOUT_S))
+    def wait(self, pred, timeout: float, poll_s: float = 0.05) -> bool:
+        """Until ``pred(vehicle)`` holds, evaluated here on the state fetched every ``poll_s``
+        (predicates are often methods of local objects that cannot travel to the node)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            if pred(self.vehicle):
+                return True
+            if time.monotonic() >= deadline or self._sitl.dead:
+                return bool(pred(self.vehicle))
+            time.sleep(poll_s)
 
     def _fwd(self, name, *args, **kw):
         return self._sitl._call("link_call", name, args, kw)
@@ -281,3 +291,9 @@ class RemoteLink:
 
     def close(self) -> None:  # the link belongs to the actor; closing the handle closes it
         pass
+
+    def __getattr__(self, name: str):
+        """Any other public VehicleLink method runs on the node (e.g. require_writable)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kw: self._sitl._call("link_call", name, args, kw)

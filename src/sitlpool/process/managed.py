@@ -348,6 +348,7 @@ class ManagedSitl(SitlProcess):
         self.argv: list[str] = []
         self._thread_error: BaseException | None = None
         self._waiter: threading.Thread | None = None
+        self._state_writer = None  # statefile.StateWriter once the link is up
         # spawn, kill and the waiter agree through this lock: no launch after kill, and no
         # signal to a pid once it is reaped (it could name another process by then)
         self._life = threading.Lock()
@@ -520,6 +521,8 @@ class ManagedSitl(SitlProcess):
         except BaseException as e:  # pragma: no cover - keep the reason for verify_threads_state
             self._thread_error = e
             status = Status.lost(f"waiter thread failed: {e!r}")
+        if self._state_writer is not None:
+            self._state_writer.stop()  # its state file goes with it, while the lease still keeps others off n
         pidfiles.remove(self.settings.data_dir, self.lease.instance, self.popen.pid)
         self.lease.release()
         self._finish(status)
@@ -537,7 +540,7 @@ class ManagedSitl(SitlProcess):
                                     name=f"{self.name} (instance {self.lease.instance})").start()
             from ..statefile import start_writer  # `sitlpool status` shows its live state; stops with the link
 
-            start_writer(self.link, self.settings.data_dir, self.lease.instance, self.popen.pid)
+            self._state_writer = start_writer(self.link, self.settings.data_dir, self.lease.instance, self.popen.pid)
             if self.dead:
                 # it died between the check and the link: a link left connecting would become
                 # the next SITL's SERIAL0 client on this instance, and that one only serves one
