@@ -22,7 +22,7 @@ ray = pytest.importorskip("ray")
 import ray_cluster  # noqa: E402
 from ray_cluster import RayCluster  # noqa: E402
 
-SPEEDUP = 20
+SPEEDUP = 10  # the vehicle disarms DISARM_DELAY (10 s sim) after arming on the ground: 1 s wall leaves room on a loaded machine
 
 
 # ---- scenarios, shipped to the nodes by value (as a user's script would be) ----------------

@@ -214,6 +214,10 @@ def status_table(doc: dict):
 
 
 def cmd_status(a) -> int:
+    if getattr(a, "ray", None):
+        from .fleet import cli as fleet_cli
+
+        return fleet_cli.cmd_status(a)
     if a.json:
         print(json.dumps(status_doc(a.all), indent=2))
         return EXIT_OK
@@ -401,6 +405,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--all", action="store_true", help="also list the free pool instances")
     s.add_argument("--watch", action="store_true", help="refresh in place every second")
     s.set_defaults(fn=cmd_status)
+    from .fleet import cli as fleet_cli  # no Ray import: only argparse wiring (ray-resources, batch, status --ray)
+
+    fleet_cli.add_status_option(s)
+    fleet_cli.add_subcommands(sub)
     r = sub.add_parser("run", help="lease an instance and run a command holding it",
                        description="Placeholders {instance} {serial0} {serial1} {serial2} {rc_in} {sim_out} {sim_in} are replaced; "
                                    "SITLPOOL_INSTANCE and SITLPOOL_SERIAL0.. are exported.")
@@ -422,7 +430,8 @@ def parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="the MCP server (stdio, or streamable HTTP on loopback)")
     sv.add_argument("--http", type=port_arg, metavar="PORT")
     sv.add_argument("--host", default="127.0.0.1", help="loopback only")
-    sv.set_defaults(fn=lambda a: __import__("sitlpool.server", fromlist=["serve"]).serve(a.http, a.host))
+    sv.add_argument("--ray", metavar="ADDRESS", help="place open_sitl sessions on this Ray cluster (HOST:PORT of its head)")
+    sv.set_defaults(fn=lambda a: __import__("sitlpool.server", fromlist=["serve"]).serve(a.http, a.host, ray=a.ray))
     sm = sub.add_parser("sim", help="the built-in vehicle (same flags as SITL)", add_help=False)
     sm.add_argument("args", nargs=argparse.REMAINDER)
     sm.set_defaults(fn=lambda a: __import__("sitlpool.sim.__main__", fromlist=["main"]).main(a.args) or 0)

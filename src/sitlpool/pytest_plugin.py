@@ -21,6 +21,7 @@ OPTIONS = {  # option -> (ini key, help)
     "--sitl-speedup": ("sitl_speedup", "SITL speedup for the sitl fixtures (default 1)"),
     "--sitl-wait": ("sitl_wait", "seconds to wait for a free instance, so parallel suites queue (default 60)"),
     "--sitl-attach": ("sitl_attach", "instance number or tcp:HOST:PORT for the attached_sitl fixture"),
+    "--sitl-ray": ("sitl_ray", "a Ray cluster (HOST:PORT of its head) to place the sitl fixtures' SITLs on"),
 }
 STASH = pytest.StashKey[list]()
 
@@ -56,6 +57,7 @@ class _Ctx:
         self.speedup = float(_opt(config, "sitl_speedup") or 1)
         self.wait = float(_opt(config, "sitl_wait") or 60)
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        self.ray = _opt(config, "sitl_ray")
 
 
 @pytest.fixture(scope="session")
@@ -153,7 +155,12 @@ def sitl_factory(_sitlpool_ctx, request):
     from .process import ManagedManager
 
     ctx = _sitlpool_ctx
-    manager = ManagedManager(ctx.settings)
+    if ctx.ray:
+        from .fleet.testing import manager as fleet_manager  # the SITLs come from the cluster
+
+        manager = fleet_manager(ctx.ray)
+    else:
+        manager = ManagedManager(ctx.settings)
     made: list[Sitl] = []
     request.node.stash[STASH] = made
     defaults = _marker_kwargs(request)
@@ -163,7 +170,8 @@ def sitl_factory(_sitlpool_ctx, request):
         speedup = opts.pop("speedup", None) or ctx.speedup
         h = manager.start(f"{request.node.name}-{len(made)}", speedup=speedup, wait=ctx.wait,
                           owner=_owner(ctx, request, f"sitl {len(made)}"), **opts)
-        _record(h)
+        if not ctx.ray:  # the recorder listens to a local link; a remote one forwards calls only
+            _record(h)
         s = Sitl(h)
         made.append(s)
         return s

@@ -187,11 +187,16 @@ def check_loopback(host: str) -> None:
                             "(127.0.0.1 or ::1); tunnel it if you need it elsewhere")
 
 
-def serve(http_port: int | None = None, host: str = "127.0.0.1", settings=None) -> int:
+def serve(http_port: int | None = None, host: str = "127.0.0.1", settings=None, ray: str | None = None) -> int:
     if http_port is not None:
         check_loopback(host)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="sitlpool %(levelname)s %(name)s: %(message)s")
-    sessions = Sessions(settings)
+    if ray:
+        from .fleet.serve import ray_sessions  # open_sitl placed on the cluster; every tool unchanged
+
+        sessions = ray_sessions(ray, settings)
+    else:
+        sessions = Sessions(settings)
     sessions.start(background=True)  # answer initialize at once; tools wait for the reaping
     mcp = build(sessions)
     stop = threading.Event()

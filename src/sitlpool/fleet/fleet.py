@@ -225,7 +225,7 @@ class Fleet:
 
     # ---- the cluster's view ------------------------------------------------------------------
 
-    def status(self, all: bool = False, timeout: float = 30.0) -> dict:
+    def status(self, all: bool = False, timeout: float = 90.0) -> dict:
         """Every node's local status document (leases, SITLs running without a lease),
         gathered by one task pinned to each node, and their rows with the node in each."""
         import ray
