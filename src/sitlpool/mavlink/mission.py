@@ -158,10 +158,21 @@ def _refused(link, what: str, result: int) -> MavlinkError:
     return MavlinkError(f"{what} refused by the vehicle: {MISSION_RESULTS.get(result, result)}")
 
 
+BOOT_WAIT_S = 15.0
+
+
+def _after_boot(link) -> None:
+    # ArduPilot answers a mission exchange during its boot (HEARTBEAT system_status BOOT, the
+    # first ~0.5 s after its first client) before its mission store exists: MAV_MISSION_NO_SPACE
+    if link.vehicle.booting:
+        link.wait(lambda v: not v.booting, BOOT_WAIT_S)
+
+
 def upload(link, items) -> dict:
     """Check every item, then upload them as items 1..N (item 0: home)."""
     checked = check_items(items)
     link.require_writable("upload a mission")
+    _after_boot(link)
     rec = recorder_for(link)
     msgs = [_home_message(link)] + [_item_message(link, i, it) for i, it in enumerate(checked, start=1)]
     what = f"the mission upload ({len(checked)} items)"
@@ -191,6 +202,7 @@ def download(link) -> dict:
     """The vehicle's mission as plain records (item 1 first) and its home (item 0)."""
     if link.state != "connected":
         raise MavlinkError(f"{link.name}: vehicle not connected ({link.state})")
+    _after_boot(link)
     rec = recorder_for(link)
     target = _target(link)
     wanted = {"MISSION_COUNT", "MISSION_ITEM_INT", "MISSION_ITEM", "MISSION_ACK"}
@@ -242,6 +254,7 @@ def _wait_for(box: Inbox, link, types, what: str):
 
 def clear(link) -> dict:
     link.require_writable("clear the mission")
+    _after_boot(link)
     rec = recorder_for(link)
     with rec.lock, Inbox(link, {"MISSION_ACK"}, to_us(link)) as box:
         link.send(A.MAVLink_mission_clear_all_message(*_target(link), A.MAV_MISSION_TYPE_MISSION))
