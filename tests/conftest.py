@@ -83,7 +83,9 @@ REAL_FIXTURES = {"real_copter", "real_plane"}
 
 
 def _wants_real(request) -> bool:
-    if REAL_FIXTURES & set(request.fixturenames):
+    """Instances below 256 for tests of real SITL and for those marked ``below_256`` (a
+    configured binary, even a fake one, is never launched above 255)."""
+    if request.node.get_closest_marker("below_256") or REAL_FIXTURES & set(request.fixturenames):
         return True
     callspec = getattr(request.node, "callspec", None)
     return bool(callspec and callspec.params.get("vehicle_binary") == "arducopter")

@@ -18,19 +18,8 @@ from sitlpool.config import load_settings
 from sitlpool.leases import LeasePool
 from sitlpool.process import reap_orphans
 from test_hardening_process import send_mcp
-from conftest import _wants_real, release_blocks, reserve_blocks
 
 
-# a configured SITL binary (even a fake one) is never launched above instance 255 (ArduPilot
-# keeps -I in 8 bits): the tests that launch one take their instances below 256
-BELOW_256 = {'test_servers_killed_mid_open_sitl_leave_nothing'}
-
-
-@pytest.fixture
-def instances(request):
-    got = reserve_blocks(1, real=request.node.originalname in BELOW_256 or _wants_real(request))
-    yield got
-    release_blocks(got)
 
 SERVERS = 9  # in all
 AT_ONCE = 3  # each with 2 open_sitl in flight, on a pool of 6 instances
@@ -109,6 +98,7 @@ os.execv(sys.executable, [sys.executable, "-m", "sitlpool.sim", *sys.argv[1:]])
 """
 
 
+@pytest.mark.below_256  # a configured binary, even a fake one, runs only below 256
 def test_servers_killed_mid_open_sitl_leave_nothing(procs, env, data_dir, instances, tmp_path):
     slow = tmp_path / "slow-sitl"
     slow.write_text(SLOW_SITL.format(python=sys.executable))

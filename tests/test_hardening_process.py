@@ -21,19 +21,8 @@ from sitlpool.leases import LeasePool
 from sitlpool.ports import probe
 from sitlpool.process import ManagedManager, UnmanagedManager, kill_instance, reap_orphans
 from test_managed import mute_sitl
-from conftest import _wants_real, release_blocks, reserve_blocks
 
 
-# a configured SITL binary (even a fake one) is never launched above instance 255 (ArduPilot
-# keeps -I in 8 bits): the tests that launch one take their instances below 256
-BELOW_256 = {'test_signal_to_serve_during_open_sitl_kills_that_sitl', 'test_stderr_control_bytes_never_reach_the_error', 'test_close_all_kills_in_flight_launches'}
-
-
-@pytest.fixture
-def instances(request):
-    got = reserve_blocks(1, real=request.node.originalname in BELOW_256 or _wants_real(request))
-    yield got
-    release_blocks(got)
 
 
 @pytest.fixture
@@ -113,6 +102,7 @@ def test_sitl_outlives_the_asking_thread_and_dies_with_the_launcher(procs, env, 
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.below_256  # a configured binary, even a fake one, runs only below 256
 def test_signal_to_serve_during_open_sitl_kills_that_sitl(procs, env, data_dir, tmp_path, sig):
     e = dict(env, SITLPOOL_SITL_BINARY=str(mute_sitl(tmp_path)), SITLPOOL_READY_TIMEOUT_S="50")
     srv = procs.popen([sys.executable, "-m", "sitlpool", "serve"], env=e, stdin=subprocess.PIPE,
@@ -125,6 +115,7 @@ def test_signal_to_serve_during_open_sitl_kills_that_sitl(procs, env, data_dir, 
     assert LeasePool.from_settings(load_settings()).status() == []
 
 
+@pytest.mark.below_256  # a configured binary, even a fake one, runs only below 256
 def test_close_all_kills_in_flight_launches(settings, tmp_path, data_dir):
     settings.sitl_binary = mute_sitl(tmp_path)
     m = ManagedManager(settings)
@@ -369,6 +360,7 @@ def test_failure_after_popen_is_one_line_and_leaves_nothing(settings, instances,
 # ---- 11. stderr and attach arguments ------------------------------------------------------
 
 
+@pytest.mark.below_256  # a configured binary, even a fake one, runs only below 256
 def test_stderr_control_bytes_never_reach_the_error(settings, instances, tmp_path):
     fake = tmp_path / "noisy-sitl"
     fake.write_text(f"#!{sys.executable}\nimport sys\n"

@@ -18,19 +18,8 @@ from sitlpool.instances import ports
 from sitlpool.leases import LeasePool
 from sitlpool.ports import probe
 from sitlpool.process import ManagedManager, ManagedSitl, Status, kill_instance, reap_orphans
-from conftest import _wants_real, release_blocks, reserve_blocks
 
 
-# a configured SITL binary (even a fake one) is never launched above instance 255 (ArduPilot
-# keeps -I in 8 bits): the tests that launch one take their instances below 256
-BELOW_256 = {'test_ready_timeout_leaves_nothing'}
-
-
-@pytest.fixture
-def instances(request):
-    got = reserve_blocks(1, real=request.node.originalname in BELOW_256 or _wants_real(request))
-    yield got
-    release_blocks(got)
 
 
 @pytest.fixture
@@ -127,6 +116,7 @@ def mute_sitl(tmp_path) -> Path:
     return fake
 
 
+@pytest.mark.below_256  # a configured binary, even a fake one, runs only below 256
 def test_ready_timeout_leaves_nothing(manager, settings, instances, tmp_path, monkeypatch):
     settings.sitl_binary = mute_sitl(tmp_path)
     with pytest.raises(ProcessError, match="no HEARTBEAT .* within 1s; it was killed and its lease released"):
