@@ -245,6 +245,36 @@ def test_serve_backend_flies_a_hop_on_the_cluster(cluster, fleet):
     sessions.close_all()
 
 
+def test_serve_ray_flies_a_hop_through_the_mcp_client(cluster, fleet, tmp_path):
+    """`sitlpool serve --ray ADDRESS` as an agent uses it: the MCP client over stdio, open_sitl
+    placed on the cluster, the flight tools unchanged, close_sitl frees the node's lease."""
+    import anyio
+    from test_server import server
+
+    env = dict(os.environ, SITLPOOL_DATA_DIR=str(tmp_path / "data"), SITLPOOL_POOL="1-2")
+
+    async def agent():
+        async with server(env, args=["--ray", cluster.address]) as call:
+            s = await call("open_sitl", speedup=SPEEDUP, label="mcp-ray-hop")
+            assert s["node_id"] in {n["node_id"] for n in fleet.nodes()}
+            assert any(s["instance"] in n.pool for n in cluster.nodes)
+            await call("set_mode", session_id=s["session_id"], mode="GUIDED")
+            await call("arm", session_id=s["session_id"])
+            await call("takeoff", session_id=s["session_id"], altitude_m=4)
+            w = await call("wait_until", session_id=s["session_id"], condition="altitude_above", value=3.5, timeout_s=30)
+            assert w["result"] == "met", w
+            await call("land", session_id=s["session_id"])
+            w = await call("wait_until", session_id=s["session_id"], condition="disarmed", timeout_s=50)
+            assert w["result"] == "met", w
+            closed = await call("close_sitl", session_id=s["session_id"])
+            assert closed["closed"].startswith("SITL stopped")
+            return s["instance"]
+
+    n = anyio.run(agent)
+    node = next(nd for nd in cluster.nodes if n in nd.pool)
+    wait_for(lambda: n not in held(node), 20, 0.2, f"instance {n}'s lease on {node.name} to be released")
+
+
 def ports_of(n):
     from sitlpool.instances import ports
 
@@ -299,6 +329,24 @@ def test_pytest_backend_gives_the_plugin_helpers_a_remote_sitl(cluster, fleet):
     finally:
         m.close_all()
     assert s.dead
+
+
+def test_pytest_sitl_ray_option_puts_a_suites_sitls_on_the_cluster(cluster, fleet, pytester, env):
+    """A user's suite run with `pytest --sitl-ray ADDRESS`: its `sitl` fixture comes from the fleet."""
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
+    pytester.makepyfile(test_on_cluster="""
+def test_hop(sitl):
+    sitl.arm_and_takeoff(4)
+    assert sitl.vehicle.rel_alt >= 3.5
+    sitl.link.land()
+    sitl.wait_disarmed(60)
+    print("ON INSTANCE", sitl.instance)
+""")
+    r = pytester.runpytest_subprocess("-p", "no:randomly", "-s", "--sitl-ray", cluster.address,
+                                      "--sitl-speedup", str(SPEEDUP), timeout=240)
+    r.assert_outcomes(passed=1)
+    n = int(next(line.split()[-1] for line in r.outlines if "ON INSTANCE" in line))
+    assert n in {i for node in cluster.nodes for i in node.pool}
 
 
 def test_a_worker_node_killed_mid_map_reruns_its_items_elsewhere(cluster, fleet):

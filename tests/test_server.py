@@ -45,8 +45,8 @@ class Client:
 
 
 @asynccontextmanager
-async def server(env, errlog=None):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "sitlpool", "serve"], env=env)
+async def server(env, errlog=None, args=()):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "sitlpool", "serve", *args], env=env)
     with open(os.devnull, "w") if errlog is None else errlog as log:
         async with stdio_client(params, errlog=log) as (r, w):
             async with ClientSession(r, w) as session:
