@@ -307,7 +307,9 @@ class Gcs:
         return hb
 
     def recv(self, type, timeout=10, cond=None):
-        """The next ``type`` message meeting ``cond``; every STATUSTEXT seen is kept in ``seen_texts``."""
+        """The next ``type`` message (or one of a tuple of types) meeting ``cond``; every
+        STATUSTEXT seen is kept in ``seen_texts``."""
+        types = (type,) if isinstance(type, str) else tuple(type)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             msg = self.m.recv_match(blocking=True, timeout=max(0.01, deadline - time.monotonic()))
@@ -315,7 +317,7 @@ class Gcs:
                 continue
             if msg.get_type() == "STATUSTEXT":
                 self.seen_texts.append(msg.text)
-            if msg.get_type() == type and (cond is None or cond(msg)):
+            if msg.get_type() in types and (cond is None or cond(msg)):
                 return msg
         return None
 

@@ -422,7 +422,7 @@ class Autotest(Gcs):
         self.m.mav.mission_count_send(1, 1, len(items), 0)
         asked = []
         for _ in items:
-            req = self.recv_any(("MISSION_REQUEST_INT", "MISSION_REQUEST"), 5)
+            req = self.recv(("MISSION_REQUEST_INT", "MISSION_REQUEST"), 5)
             if req is None:
                 break
             asked.append(req.get_type())
@@ -447,7 +447,7 @@ class Autotest(Gcs):
                 self.m.mav.mission_request_int_send(1, 1, seq, 0)
             else:
                 self.m.mav.mission_request_send(1, 1, seq, 0)
-            it = self.recv_any(("MISSION_ITEM_INT", "MISSION_ITEM"), 5, lambda m: m.seq == seq)
+            it = self.recv(("MISSION_ITEM_INT", "MISSION_ITEM"), 5, lambda m: m.seq == seq)
             if it is None:
                 out.append(None)
                 continue
@@ -468,18 +468,6 @@ class Autotest(Gcs):
         self.m.mav.mission_clear_all_send(1, 1, 0)
         ack = self.recv("MISSION_ACK", 5)
         return None if ack is None else ack.type
-
-    def recv_any(self, types: tuple, timeout: float, cond=None):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            msg = self.m.recv_match(blocking=True, timeout=max(0.01, deadline - time.monotonic()))
-            if msg is None:
-                continue
-            if msg.get_type() == "STATUSTEXT":
-                self.seen_texts.append(msg.text)
-            if msg.get_type() in types and (cond is None or cond(msg)):
-                return msg
-        return None
 
 
 def reset(v: Vehicle, port: int | None = None) -> Autotest:
