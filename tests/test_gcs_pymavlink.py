@@ -228,7 +228,7 @@ def s_auto_rtl_home_reset(v) -> dict:
         end = time.monotonic() + v.wall(240)
         disarmed = False
         while time.monotonic() < end and not disarmed:
-            m = g.recv_any(("HEARTBEAT", "MISSION_ITEM_REACHED"), 5)
+            m = g.recv(("HEARTBEAT", "MISSION_ITEM_REACHED"), 5)
             if m is None:
                 continue
             if m.get_type() == "MISSION_ITEM_REACHED":
