@@ -7,6 +7,7 @@ input on 5501, and the JSON physics backend on UDP 9002 (9003 for older backends
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
 
@@ -103,6 +104,12 @@ def unusable(instance: int) -> str | None:
 # int() also reads '١٠٠' (any Unicode digits), '1_000', '+5' and ' 5 ': an instance number
 # or a port written that way is a typo or a trick, never what a person meant
 _DECIMAL = re.compile(r"-?[0-9]+")
+
+
+def finite_number(value) -> bool:
+    """A JSON/Python number that is finite (not a bool, a string, NaN or infinity): what a tool
+    may send to a vehicle."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def strict_int(text: str, signed: bool = True) -> int | None:

@@ -8,9 +8,9 @@ first record uploaded is item 1. Altitudes are metres above home unless ``"frame
 
 from __future__ import annotations
 
-import math
 
 from ..errors import ConfigError, MavlinkError
+from ..instances import finite_number
 from .exchange import Inbox, to_us
 from .link import A
 from .recorder import recorder_for
@@ -68,7 +68,7 @@ def _check_item(n: int, it) -> dict:
                 raise ConfigError(f"item {n} ({cmd}): field {f!r} is missing")
             continue
         v = it[f]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not finite_number(v):
             raise ConfigError(f"item {n} ({cmd}): field {f!r} is {v!r}; it needs a finite number")
         out[f] = float(v)
     if ("lat" in out) != ("lon" in out):

@@ -9,6 +9,7 @@ import math
 import time
 
 from ..errors import ConfigError, MavlinkError
+from ..instances import finite_number
 from .exchange import Inbox
 from .link import A
 
@@ -79,7 +80,7 @@ def check_values(values) -> dict[str, float]:
     for k, v in values.items():
         if not isinstance(k, str) or not k.strip() or len(k.strip()) > 16:
             raise ConfigError(f"parameter name {k!r} is not a name (ArduPilot names are 1-16 characters)")
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not finite_number(v):
             raise ConfigError(f"parameter {k.upper()}: value {v!r} is not a finite number")
         out[k.strip().upper()] = float(v)
     return out

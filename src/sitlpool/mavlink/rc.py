@@ -5,12 +5,12 @@ back to the radio explicitly."""
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import weakref
 
 from ..errors import ConfigError, MavlinkError
+from ..instances import finite_number
 from .link import A
 
 REPEAT_S = 0.2
@@ -36,7 +36,7 @@ def check_channels(channels) -> dict[int, int]:
             raise ConfigError(f"RC channel {k!r} is not a channel number (1-{CHANNELS})") from None
         if not 1 <= ch <= CHANNELS:
             raise ConfigError(f"RC channel {ch} does not exist; MAVLink overrides channels 1-{CHANNELS}")
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not PWM_MIN <= v <= PWM_MAX:
+        if not finite_number(v) or not PWM_MIN <= v <= PWM_MAX:
             raise ConfigError(f"RC channel {ch}: {v!r} is not a PWM value; use {PWM_MIN}-{PWM_MAX} µs (1500 is centre)")
         out[ch] = int(round(v))
     return out
@@ -102,8 +102,7 @@ def override(link, channels, seconds: float | None = None) -> dict:
     """Hold ``channels`` (``{3: 1700}``) until released with ``{}`` or ``seconds`` pass."""
     chans = check_channels(channels)
     if seconds is not None:
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
-                or not 0 < seconds <= MAX_SECONDS:
+        if not finite_number(seconds) or not 0 < seconds <= MAX_SECONDS:
             raise ConfigError(f"seconds {seconds!r} is out of range; use more than 0 and at most {MAX_SECONDS:g}, "
                               "or leave it out to hold until released with {}")
     link.require_writable("RC override" if chans else "release the RC override")
