@@ -353,6 +353,19 @@ def cmd_reap(a) -> int:
     return EXIT_OK
 
 
+# ---- serve: the MCP server -------------------------------------------------------------
+
+
+def cmd_serve(a) -> int:
+    if a.http is None:  # stdio: answer initialize while the MCP SDK loads
+        from .stdio_wire import serve
+
+        return serve(a.host, ray=a.ray)
+    from .server import serve
+
+    return serve(a.http, a.host, ray=a.ray)
+
+
 # ---- attach: watch a SITL live ----------------------------------------------------------
 
 
@@ -431,7 +444,7 @@ def parser() -> argparse.ArgumentParser:
     sv.add_argument("--http", type=port_arg, metavar="PORT")
     sv.add_argument("--host", default="127.0.0.1", help="loopback only")
     sv.add_argument("--ray", metavar="ADDRESS", help="place open_sitl sessions on this Ray cluster (HOST:PORT of its head)")
-    sv.set_defaults(fn=lambda a: __import__("sitlpool.server", fromlist=["serve"]).serve(a.http, a.host, ray=a.ray))
+    sv.set_defaults(fn=cmd_serve)
     sm = sub.add_parser("sim", help="the built-in vehicle (same flags as SITL)", add_help=False)
     sm.add_argument("args", nargs=argparse.REMAINDER)
     sm.set_defaults(fn=lambda a: __import__("sitlpool.sim.__main__", fromlist=["main"]).main(a.args) or 0)

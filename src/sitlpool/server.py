@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
+from . import stdio_wire
 from .errors import SitlpoolError
 from .sessions import Sessions
 
@@ -28,11 +29,7 @@ DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempote
 
 
 def build(sessions: Sessions) -> MCPServer:
-    mcp = MCPServer("sitlpool", instructions=(
-        "ArduPilot SITL sessions on leased instances. open_sitl launches a vehicle you own; attach_sitl watches one "
-        "someone else runs (read-only unless control=True). Fly with arm/set_mode/takeoff/goto/land/rtl and wait_until; "
-        "snapshot says whether the vehicle is ready to arm and why not (wait_until ready_to_arm waits for it); "
-        "sitlpool applies the vehicle's rules (copter or plane) for you. close_sitl when done."))
+    mcp = MCPServer(stdio_wire.NAME, instructions=stdio_wire.INSTRUCTIONS, version=stdio_wire.version())
 
     def after_start(fn, a, kw):
         sessions.wait_started()  # orphans are reaped (in the background) before any tool acts
@@ -177,6 +174,16 @@ def build(sessions: Sessions) -> MCPServer:
     return mcp
 
 
+async def run_on_wire(mcp: MCPServer, wire: stdio_wire.Wire) -> None:
+    """``MCPServer.run_stdio_async`` on streams we give it (the SDK has no public form of this)."""
+    from mcp.server.stdio import stdio_server
+
+    stdin, stdout = wire.streams()
+    async with stdio_server(stdin, stdout) as (read_stream, write_stream):
+        low = mcp._lowlevel_server
+        await low.run(read_stream, write_stream, low.create_initialization_options())
+
+
 def check_loopback(host: str) -> None:
     try:
         ok = host == "localhost" or ipaddress.ip_address(host).is_loopback
@@ -187,7 +194,10 @@ def check_loopback(host: str) -> None:
                             "(127.0.0.1 or ::1); tunnel it if you need it elsewhere")
 
 
-def serve(http_port: int | None = None, host: str = "127.0.0.1", settings=None, ray: str | None = None) -> int:
+def serve(http_port: int | None = None, host: str = "127.0.0.1", settings=None, ray: str | None = None,
+          wire: stdio_wire.Wire | None = None) -> int:
+    """Serve one agent: over ``wire`` (stdio claimed by ``stdio_wire.serve``, which may have
+    answered ``initialize`` already), the process's own stdio, or streamable HTTP."""
     if http_port is not None:
         check_loopback(host)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="sitlpool %(levelname)s %(name)s: %(message)s")
@@ -216,7 +226,9 @@ def serve(http_port: int | None = None, host: str = "127.0.0.1", settings=None, 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        if http_port is None:
+        if wire is not None:
+            anyio.run(run_on_wire, mcp, wire)
+        elif http_port is None:
             anyio.run(mcp.run_stdio_async)
         else:
             anyio.run(lambda: mcp.run_streamable_http_async(host=host, port=http_port))
