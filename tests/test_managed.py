@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from pymavlink import mavutil
 
 from conftest import start_sim, wait_for
 from sitlpool import pidfiles, procinfo
 from sitlpool.config import load_settings
-from sitlpool.errors import KillRefused, ProcessError
+from sitlpool.errors import KillRefused, ProcessError, SitlpoolError
 from sitlpool.instances import ports
 from sitlpool.leases import LeasePool
 from sitlpool.ports import probe
@@ -345,3 +346,22 @@ def test_real_binary_refuses_instances_above_255(env, data_dir, instances):
         m.start("scan")
     assert LeasePool(s.lock_dir, high, check=False).status() == []
     assert not (data_dir / "sessions").exists() or not any((data_dir / "sessions").iterdir())
+
+
+def test_a_model_runs_the_binary_that_flies_it(real_plane, env, instances, monkeypatch, data_dir):
+    """``start(model="plane")`` with ArduCopter configured launches the arduplane beside it
+    (as open_sitl does); the built-in vehicle refuses a plane before any lease is taken."""
+    monkeypatch.setenv("SITLPOOL_SITL_BINARY", str(real_plane.parent / "arducopter"))
+    m = ManagedManager(load_settings())
+    try:
+        h = m.start("plane", model="plane", speedup=5)
+        assert Path(h.argv[0]).name == "arduplane" and h.model == "plane"
+        hb = h.link.vehicle
+        assert hb.vehicle_type == mavutil.mavlink.MAV_TYPE_FIXED_WING
+    finally:
+        m.close_all()
+    monkeypatch.delenv("SITLPOOL_SITL_BINARY")
+    builtin = ManagedManager(load_settings())
+    with pytest.raises(SitlpoolError, match="copter only.*SITLPOOL_SITL_BINARY"):
+        builtin.start("plane", model="plane")
+    assert LeasePool.from_settings(load_settings()).status() == []

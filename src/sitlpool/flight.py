@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from .errors import MavlinkError, ReadOnlyLink, SitlpoolError
+from .process.managed import resolve_binary  # noqa: F401  (which binary flies a model: the launcher's concern)
 
 log = logging.getLogger("sitlpool.flight")
 
@@ -33,53 +34,6 @@ MAX_TAKEOFF_M = 1000.0
 BOOT_WAIT_S = 15.0
 TAKEOFF_READY_WAIT_S = 25.0
 PREARM_TEXT_AGE_S = 60.0  # PreArm texts repeat every 30 s of sim time while a check fails
-
-# models -> the ArduPilot binary that flies them (SITL's --model names)
-PLANE_MODELS = ("plane", "quadplane", "glider", "plane-", "quadplane-", "jsbsim", "last_letter", "plane-tailsitter")
-ROVER_MODELS = ("rover", "boat", "sailboat", "balancebot", "motorboat")
-VEHICLE_BINARIES = {"arducopter", "arducopter-heli", "arduplane", "ardurover", "ardusub", "antennatracker", "blimp"}
-
-
-def binary_for_model(model: str) -> str | None:
-    m = (model or "").lower()
-    if m.startswith(("plane", "quadplane")) or m in PLANE_MODELS:
-        return "arduplane"
-    if m.startswith(ROVER_MODELS):
-        return "ardurover"
-    if m.startswith("heli"):
-        return "arducopter-heli"
-    if m in ("quad", "copter", "+", "x", "hexa", "octa", "octa-quad", "tri", "y6", "dodeca-hexa", "deca", "hexax",
-             "octax", "quadplus", "quadx", "coaxcopter", "singlecopter", "cwx"):
-        return "arducopter"
-    return None
-
-
-def resolve_binary(settings, model: str) -> Path | None:
-    """The SITL binary that flies ``model`` under ``settings``: the configured one, or the
-    vehicle binary of the model beside it in the same build (``model='plane'`` with
-    ``.../bin/arducopter`` configured runs ``.../bin/arduplane``). Refuses what cannot fly
-    it: the built-in vehicle is a copter only."""
-    binary = settings.sitl_binary
-    want = binary_for_model(model)
-    if binary is None:
-        from .sim.__main__ import MODELS
-
-        if model.lower() not in MODELS:
-            kind = {"arduplane": "a plane", "ardurover": "a rover", "arducopter-heli": "a helicopter"}.get(want, "")
-            raise SitlpoolError(
-                f"the built-in vehicle is a copter only ({', '.join(sorted(MODELS))}); model {model!r}"
-                + (f" is {kind} and" if kind else "") + " needs a real ArduPilot SITL: set SITLPOOL_SITL_BINARY "
-                f"to {want or 'an ArduPilot SITL binary'} (e.g. <ardupilot>/build/sitl/bin/{want or 'arduplane'})")
-        return None
-    binary = Path(binary)
-    if want is None or binary.name not in VEHICLE_BINARIES or binary.name == want:
-        return binary
-    sibling = binary.parent / want
-    if sibling.is_file():
-        return sibling
-    raise SitlpoolError(f"model {model!r} is flown by {want}, but the configured SITL binary is {binary} and there is "
-                        f"no {want} beside it; build it there or set SITLPOOL_SITL_BINARY to an {want}")
-
 
 def check_finite(value, what: str, lo: float | None = None, hi: float | None = None, unit: str = "") -> float:
     """``value`` as a finite float in [lo, hi], or a SitlpoolError saying what is wrong."""

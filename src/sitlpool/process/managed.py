@@ -33,6 +33,53 @@ def builtin_command() -> list[str]:
     return [sys.executable, "-m", "sitlpool.sim"]
 
 
+# models -> the ArduPilot binary that flies them (SITL's --model names)
+PLANE_MODELS = ("plane", "quadplane", "glider", "plane-", "quadplane-", "jsbsim", "last_letter", "plane-tailsitter")
+ROVER_MODELS = ("rover", "boat", "sailboat", "balancebot", "motorboat")
+VEHICLE_BINARIES = {"arducopter", "arducopter-heli", "arduplane", "ardurover", "ardusub", "antennatracker", "blimp"}
+
+
+def binary_for_model(model: str) -> str | None:
+    m = (model or "").lower()
+    if m.startswith(("plane", "quadplane")) or m in PLANE_MODELS:
+        return "arduplane"
+    if m.startswith(ROVER_MODELS):
+        return "ardurover"
+    if m.startswith("heli"):
+        return "arducopter-heli"
+    if m in ("quad", "copter", "+", "x", "hexa", "octa", "octa-quad", "tri", "y6", "dodeca-hexa", "deca", "hexax",
+             "octax", "quadplus", "quadx", "coaxcopter", "singlecopter", "cwx"):
+        return "arducopter"
+    return None
+
+
+def resolve_binary(settings, model: str) -> Path | None:
+    """The SITL binary that flies ``model`` under ``settings``: the configured one, or the
+    vehicle binary of the model beside it in the same build (``model='plane'`` with
+    ``.../bin/arducopter`` configured runs ``.../bin/arduplane``). Refuses what cannot fly
+    it: the built-in vehicle is a copter only."""
+    binary = settings.sitl_binary
+    want = binary_for_model(model)
+    if binary is None:
+        from ..sim.__main__ import MODELS
+
+        if model.lower() not in MODELS:
+            kind = {"arduplane": "a plane", "ardurover": "a rover", "arducopter-heli": "a helicopter"}.get(want, "")
+            raise SitlpoolError(
+                f"the built-in vehicle is a copter only ({', '.join(sorted(MODELS))}); model {model!r}"
+                + (f" is {kind} and" if kind else "") + " needs a real ArduPilot SITL: set SITLPOOL_SITL_BINARY "
+                f"to {want or 'an ArduPilot SITL binary'} (e.g. <ardupilot>/build/sitl/bin/{want or 'arduplane'})")
+        return None
+    binary = Path(binary)
+    if want is None or binary.name not in VEHICLE_BINARIES or binary.name == want:
+        return binary
+    sibling = binary.parent / want
+    if sibling.is_file():
+        return sibling
+    raise SitlpoolError(f"model {model!r} is flown by {want}, but the configured SITL binary is {binary} and there is "
+                        f"no {want} beside it; build it there or set SITLPOOL_SITL_BINARY to an {want}")
+
+
 def tree_defaults(binary: Path, model: str) -> list[Path]:
     """The ArduPilot tree's default parameter files for a binary at ``<tree>/build/sitl/bin/<name>``."""
     b = Path(binary).resolve()
@@ -334,6 +381,7 @@ class ManagedSitl(SitlProcess):
         self.settings = settings or load_settings()
         self.pool = pool or LeasePool.from_settings(self.settings)
         self.model = model
+        self.binary = resolve_binary(self.settings, model)  # e.g. arduplane beside a configured arducopter
         self.requested_instance = instance
         self.wait_s = wait
         self.home = home
@@ -369,7 +417,7 @@ class ManagedSitl(SitlProcess):
 
     @property
     def _binary(self) -> Path | None:
-        return self.settings.sitl_binary
+        return self.binary
 
     def _defaults_files(self) -> list[str]:
         files = self.defaults
