@@ -76,6 +76,16 @@ async def hop(e: dict, speedup: float, out: dict) -> None:
                 out.setdefault("hops", []).append(1)
 
 
+async def connect_modern(e: dict) -> float:
+    from mcp import Client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "sitlpool", "serve"], env=e)
+    with open(os.devnull, "w") as devnull:
+        t = time.monotonic()
+        async with Client(stdio_client(params, errlog=devnull)):
+            return time.monotonic() - t
+
+
 async def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="sitlpool-bench-mcp-"))
     one: dict = {}
@@ -83,6 +93,10 @@ async def main() -> None:
         await hop(env(tmp), 10, one)
     report("process start to initialize answered", stats(one["init"]), "≤ 0.5 s (peer 1.09 s)")
     report("process start to tools/list answered (the SDK loaded)", stats(one["tools"]))
+    modern = []
+    for _ in range(5):  # the SDK's own Client, default mode: server/discover (the 2026-07-28 protocol)
+        modern.append(await connect_modern(env(tmp)))
+    report("process start to server/discover answered (mcp.Client)", stats(modern), "≤ 0.5 s")
     sdk = []
     for _ in range(3):  # the floor for tools/list: a Python that only imports the SDK
         t = time.monotonic()

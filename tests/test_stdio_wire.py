@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.anyio
+
 from sitlpool import stdio_wire
 
 SERVE = [sys.executable, "-m", "sitlpool", "serve"]
@@ -53,12 +55,48 @@ def test_initialize_is_answered_once_and_as_the_sdk_answers_it(procs, env, versi
     [first] = by_id(resp, 1)  # one answer: the SDK's own was swallowed ...
     assert "differs" not in err, err  # ... and it said the same as ours (the server compares them)
     r = first["result"]
-    assert r["protocolVersion"] == (version if version != "1999-01-01" else stdio_wire.handshake_versions()[-1])
+    assert r["protocolVersion"] == (version if version != "1999-01-01" else stdio_wire.protocol_versions()[0][-1])
     assert r["serverInfo"]["name"] == "sitlpool" and r["serverInfo"]["version"] == stdio_wire.version() != ""
     assert r["capabilities"]["tools"] == {"listChanged": False}
     [tools] = by_id(resp, 2)  # the SDK, now loaded, has the session initialized
     names = {t["name"] for t in tools["result"]["tools"]}
     assert {"open_sitl", "snapshot", "wait_until", "close_sitl"} <= names
+
+
+def meta(**kw):
+    return {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+                      "io.modelcontextprotocol/clientCapabilities": {}, **kw}}
+
+
+def test_server_discover_is_answered_early_too(procs, env):
+    """The 2026-07-28 protocol opens with ``server/discover`` instead of ``initialize``."""
+    modern = stdio_wire.protocol_versions()[1]
+    if not modern:
+        pytest.skip("this MCP SDK has no per-request protocol")
+    resp, err = talk(procs, env, {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": meta()},
+                     {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": meta()}, expect=(1, 2))
+    [first] = by_id(resp, 1)
+    assert "differs" not in err, err
+    assert first["result"]["supportedVersions"] == list(modern)
+    assert by_id(resp, 2)[0]["result"]["tools"]
+
+
+async def test_the_sdks_own_client_in_both_modes(env, tmp_path):
+    """``mcp.Client`` as agents' code uses it: ``auto`` (discover, then per-request) and
+    ``legacy`` (initialize): both connect, list and call, and the SDK agreed with our answer."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    for mode in ("auto", "legacy"):
+        errlog = tmp_path / f"{mode}.log"
+        with open(errlog, "w") as log:
+            params = StdioServerParameters(command=SERVE[0], args=SERVE[1:], env=env)
+            async with Client(stdio_client(params, errlog=log), mode=mode) as c:
+                assert "open_sitl" in {t.name for t in (await c.list_tools()).tools}
+                r = await c.call_tool("server_info", {})
+                assert not r.is_error and "server_id" in r.content[0].text
+        assert "differs" not in errlog.read_text(), errlog.read_text()
 
 
 def test_a_first_message_that_is_not_initialize_goes_to_the_sdk(procs, env):
@@ -112,3 +150,27 @@ def test_a_difference_from_the_sdk_is_logged(caplog):
         assert w.seen_sdk_answer(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2026-07-28"}}))
         assert w.seen_sdk_answer(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}})) is False  # only once
     assert "differs" in caplog.text and "2026-07-28" in caplog.text
+
+
+def test_a_server_that_cannot_start_says_why_to_every_request(procs, env):
+    """Bad settings are found after ``initialize`` was answered: every request then gets
+    the reason as its error (what an agent reads), and the server ends with the client."""
+    bad = dict(env, SITLPOOL_POOL="forty")
+    p = procs.popen(SERVE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=bad)
+    out, err = p.communicate(b"".join(json.dumps(m).encode() + b"\n" for m in (
+        init(1), {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "open_sitl", "arguments": {}}})),
+        timeout=60)
+    resp = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in resp] == [1, 2, 3] and "result" in resp[0]
+    for r in resp[1:]:
+        assert "SITLPOOL_POOL" in r["error"]["message"] and "forty" in r["error"]["message"]
+    assert p.returncode == 1 and "SITLPOOL_POOL" in err.decode() and "Traceback" not in err.decode()
+    assert not os.path.exists(os.path.join(env["SITLPOOL_DATA_DIR"], "leases")) or not os.listdir(
+        os.path.join(env["SITLPOOL_DATA_DIR"], "leases"))
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"

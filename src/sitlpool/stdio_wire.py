@@ -2,10 +2,11 @@
 
 Importing the MCP SDK is most of a server's start (0.5 s on an idle machine, 1.5 s on a
 busy one: it builds every protocol model at import), and an agent's client waits for the
-``initialize`` answer before anything else. So ``sitlpool serve`` (stdio) imports the SDK
-in a thread while this module, which imports nothing heavy, answers ``initialize`` from the
-same facts the SDK would use. The SDK then gets the wire with that ``initialize`` replayed;
-its own answer is compared with ours (a difference is logged) and not sent twice.
+``initialize`` answer (``server/discover`` in the 2026-07-28 protocol) before anything
+else. So ``sitlpool serve`` (stdio) imports the SDK in a thread while this module, which
+imports nothing heavy, answers that first request from the same facts the SDK would use.
+The SDK then gets the wire with the request replayed; its own answer is compared with ours
+(a difference is logged) and not sent twice.
 
 The wire is claimed the way the SDK claims it: fds 0 and 1 are duplicated for the protocol
 and pointed at /dev/null and stderr, so a SITL, a child or a stray print never writes into
@@ -23,6 +24,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import SitlpoolError
+
 log = logging.getLogger("sitlpool.server")
 
 NAME = "sitlpool"
@@ -31,9 +34,13 @@ INSTRUCTIONS = (
     "someone else runs (read-only unless control=True). Fly with arm/set_mode/takeoff/goto/land/rtl and wait_until; "
     "snapshot says whether the vehicle is ready to arm and why not (wait_until ready_to_arm waits for it); "
     "sitlpool applies the vehicle's rules (copter or plane) for you. close_sitl when done.")
-# what the SDK's MCPServer advertises (tests/test_server.py compares the two answers)
+# what the SDK's MCPServer advertises through initialize, and through server/discover (the
+# 2026-07-28 protocol); tests/test_stdio_wire.py fails if the SDK's own answers differ
 CAPABILITIES = {"prompts": {"listChanged": False}, "resources": {"listChanged": False, "subscribe": False},
                 "tools": {"listChanged": False}}
+MODERN_CAPABILITIES = {"prompts": {"listChanged": True}, "resources": {"listChanged": True, "subscribe": True},
+                       "tools": {"listChanged": True}}
+META = "io.modelcontextprotocol/"
 
 
 def version() -> str:
@@ -45,10 +52,11 @@ def version() -> str:
         return ""
 
 
-def handshake_versions() -> tuple[str, ...] | None:
-    """The protocol versions the installed SDK negotiates through ``initialize``, newest
-    last, read from ``mcp_types/version.py`` without importing the ``mcp_types`` package
-    (whose ``__init__`` is the slow part). None: not found, answer nothing early."""
+def protocol_versions() -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The protocol versions the installed SDK negotiates through ``initialize`` and those
+    it speaks per request (``server/discover``), newest last, read from
+    ``mcp_types/version.py`` without importing the ``mcp_types`` package (whose ``__init__``
+    is the slow part). None: not found, answer nothing early."""
     try:
         spec = importlib.util.find_spec("mcp_types")
         if spec is None or not spec.submodule_search_locations:
@@ -57,8 +65,11 @@ def handshake_versions() -> tuple[str, ...] | None:
         vspec = importlib.util.spec_from_file_location("sitlpool._mcp_protocol_versions", path)
         mod = importlib.util.module_from_spec(vspec)
         vspec.loader.exec_module(mod)
-        versions = tuple(mod.HANDSHAKE_PROTOCOL_VERSIONS)
-        return versions if versions and all(isinstance(v, str) for v in versions) else None
+        handshake = tuple(mod.HANDSHAKE_PROTOCOL_VERSIONS)
+        modern = tuple(getattr(mod, "MODERN_PROTOCOL_VERSIONS", ()))
+        if not handshake or not all(isinstance(v, str) for v in handshake + modern):
+            return None
+        return handshake, modern
     except Exception:  # pragma: no cover - an SDK laid out differently: the SDK answers, only later
         return None
 
@@ -72,25 +83,44 @@ def initialize_result(params: dict, versions: tuple[str, ...]) -> dict:
             "serverInfo": {"name": NAME, "version": version()}}
 
 
-def early_answer(line: bytes, versions: tuple[str, ...] | None) -> dict | None:
-    """The JSON-RPC response to send at once if ``line`` is a well-formed ``initialize``
-    request; None for anything else (the SDK answers it, errors included)."""
+def discover_result(modern: tuple[str, ...]) -> dict:
+    """The ``server/discover`` result the SDK gives (2026-07-28 protocol)."""
+    return {"cacheScope": "private", "capabilities": MODERN_CAPABILITIES, "instructions": INSTRUCTIONS,
+            "resultType": "complete", "supportedVersions": list(modern), "ttlMs": 0,
+            "_meta": {META + "serverInfo": {"name": NAME, "version": version()}}}
+
+
+def early_answer(line: bytes, versions: tuple[tuple[str, ...], tuple[str, ...]] | None) -> dict | None:
+    """The JSON-RPC response to send at once if ``line`` is a well-formed ``initialize`` or
+    ``server/discover`` request; None for anything else (the SDK answers it, errors included)."""
     if versions is None:
         return None
     try:
         msg = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or msg.get("method") != "initialize":
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or msg.get("method") not in ("initialize",
+                                                                                            "server/discover"):
         return None
     rid, params = msg.get("id"), msg.get("params")
     if isinstance(rid, bool) or not isinstance(rid, (int, str)) or not isinstance(params, dict):
         return None
-    info = params.get("clientInfo")
+    handshake, modern = versions
+    if msg["method"] == "server/discover":
+        meta = params.get("_meta")
+        info = meta.get(META + "clientInfo") if isinstance(meta, dict) else None
+        if not (modern and meta.get(META + "protocolVersion") in modern and _implementation(info)
+                and isinstance(meta.get(META + "clientCapabilities"), dict) and set(params) == {"_meta"}):
+            return None  # the SDK's own answer (or error) is the right one
+        return {"jsonrpc": "2.0", "id": rid, "result": discover_result(modern)}
     if not (isinstance(params.get("protocolVersion"), str) and isinstance(params.get("capabilities"), dict)
-            and isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)):
+            and _implementation(params.get("clientInfo"))):
         return None  # the SDK's validation error is the right answer
-    return {"jsonrpc": "2.0", "id": rid, "result": initialize_result(params, versions)}
+    return {"jsonrpc": "2.0", "id": rid, "result": initialize_result(params, handshake)}
+
+
+def _implementation(info) -> bool:
+    return isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)
 
 
 def _claim(fd: int, mode: str, diversion: int) -> io.BufferedIOBase:
@@ -111,6 +141,7 @@ class Wire:
     out: io.BufferedWriter
     replay: list[str] = field(default_factory=list)
     answered: dict | None = None  # the early response, until the SDK's own answer to it is seen
+    handed_over: bool = False  # the SDK has the wire
 
     @classmethod
     def claim(cls) -> "Wire":
@@ -119,12 +150,13 @@ class Wire:
         return cls(inp, out)
 
     def answer_initialize(self) -> None:
-        """Read the client's first message; answer it now if it is ``initialize``."""
+        """Read the client's first message; answer it now if it is ``initialize`` (or its
+        2026-07-28 form, ``server/discover``)."""
         line = self.inp.readline()
         if not line:
             return  # the client left before saying anything: the SDK reads the EOF
         self.replay.append(line.decode("utf-8", errors="replace"))
-        resp = early_answer(line, handshake_versions())
+        resp = early_answer(line, protocol_versions())
         if resp is not None:
             self.out.write(json.dumps(resp, separators=(",", ":")).encode() + b"\n")
             self.out.flush()
@@ -136,6 +168,7 @@ class Wire:
         """``(stdin, stdout)`` for the SDK's ``stdio_server``."""
         import anyio
 
+        self.handed_over = True
         text_in = anyio.wrap_file(io.TextIOWrapper(self.inp, encoding="utf-8", errors="replace"))
         text_out = anyio.wrap_file(io.TextIOWrapper(self.out, encoding="utf-8"))
         return _Replay(self.replay, text_in), _Filter(self, text_out)
@@ -156,6 +189,28 @@ class Wire:
                         "the SDK says %s; report this with your mcp version",
                         json.dumps(ours.get("result")), json.dumps(msg.get("result", msg.get("error"))))
         return True
+
+
+    def refuse_all(self, why: str) -> None:
+        """The server could not start after ``initialize`` was answered: answer every request
+        with ``why`` (an agent reads it; a closed pipe would only say "disconnected") until
+        the client closes stdin."""
+        lines = iter(self.replay[1:] if self.answered else self.replay)
+        while True:
+            line = next(lines, None)
+            if line is None:
+                raw = self.inp.readline()
+                if not raw:
+                    return
+                line = raw.decode("utf-8", errors="replace")
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and "method" in msg and "id" in msg:
+                err = {"code": -32603, "message": f"sitlpool cannot serve: {why}"}
+                self.out.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": err}).encode() + b"\n")
+                self.out.flush()
 
 
 class _Replay:
@@ -214,7 +269,14 @@ def serve(host: str = "127.0.0.1", ray: str | None = None) -> int:
     loader.join()
     if "error" in loaded:
         raise loaded["error"]
-    return loaded["server"].serve(None, host, ray=ray, wire=wire)
+    try:
+        return loaded["server"].serve(None, host, ray=ray, wire=wire)
+    except SitlpoolError as e:  # bad settings, an unreachable Ray cluster: before the SDK got the wire
+        if wire.handed_over or wire.answered is None:
+            raise
+        print(f"sitlpool: {e}", file=sys.stderr, flush=True)
+        wire.refuse_all(str(e))
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
