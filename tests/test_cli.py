@@ -129,6 +129,38 @@ def test_run_holds_lease_and_forwards_sigterm(env, instances, tmp_path, procs):
     assert r.returncode == 0
 
 
+STUBBORN = """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # an interactive shell does this
+print(os.getpid(), flush=True)
+sys.stdin.read()  # until the test closes our stdin
+"""
+
+
+def test_run_killed_leaves_the_lease_with_its_command(env, instances, procs, tmp_path):
+    """``sitlpool run`` SIGKILLed: a command that ignores the SIGTERM it then gets keeps the
+    instance leased (status names it) until it exits; nobody else is handed the instance."""
+    run = procs.popen([sys.executable, "-m", "sitlpool", "run", "--owner", "stubborn shell", "--", sys.executable, "-c",
+                       STUBBORN], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                      text=True, start_new_session=True)
+    cmd_pid = int(run.stdout.readline())
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait(10)
+    try:
+        assert procinfo.is_alive(cmd_pid), "the command ignores SIGTERM"
+        h = LeasePool.from_env().holder(instances[0])
+        assert h is not None and h.kept_by == (cmd_pid,) and h.owner == "stubborn shell"
+        assert f"pid {cmd_pid} keeps the lease" in h.describe()
+        r = sitlpool("run", "--instance", instances[0], "--", sys.executable, "-c", "pass", env=env)
+        assert r.returncode != 0 and "stubborn shell" in r.stderr
+        [row] = json.loads(sitlpool("status", "--json", env=env).stdout)["held"]
+        assert row["kept_by"] == [cmd_pid] and row["pid"] == run.pid
+    finally:
+        run.stdin.close()  # the command ends
+    wait_for(lambda: not procinfo.is_alive(cmd_pid), what="the command to exit")
+    wait_for(lambda: LeasePool.from_env().holder(instances[0]) is None, what="the lease to go with the command")
+
+
 def test_run_makes_the_builtin_vehicle_lease_aware(env, instances, procs, tmp_path):
     # the vehicle writes eeprom.bin and logs/ into its cwd: a temp dir, never the checkout
     p = procs.popen([sys.executable, "-m", "sitlpool", "run", "--", str(BIN / "sitlpool-sim"), "-I", "{instance}",

@@ -180,7 +180,10 @@ def status_table(doc: dict):
         sitl = h["sitl"]
         sitl_text = "-" if sitl is None else (
             f"{program_name(sitl['binary'], None)} pid {sitl['pid']} {'running' if sitl['alive'] else 'gone'}")
-        t.add_row(*map(cell, (h["instance"], owner, h["pid"], format_age(h["age_s"]), "yes" if h["in_pool"] else "no",
+        pid = h["pid"]
+        if h.get("kept_by"):  # `sitlpool run` killed, its command still holding the lease
+            pid = f"{pid} exited; kept by pid {', '.join(map(str, h['kept_by']))}"
+        t.add_row(*map(cell, (h["instance"], owner, pid, format_age(h["age_s"]), "yes" if h["in_pool"] else "no",
                               sitl_text)))
     parts = [t if doc["held"] else Text("no instance is leased")]
     if doc["running_without_lease"]:
@@ -253,15 +256,6 @@ def substitute(args: list[str], lease) -> list[str]:
     return out
 
 
-def _pdeathsig():
-    import ctypes
-
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the lease holder
-    except (OSError, AttributeError):
-        pass
-
-
 def cmd_run(a) -> int:
     from . import procinfo
     from .config import load_settings
@@ -292,7 +286,14 @@ def cmd_run(a) -> int:
     procinfo.become_subreaper()
     before = set(procinfo.children(os.getpid()))  # cli.main may run inside a process with children of its own
     try:
-        child = subprocess.Popen(argv, env=env, cwd=a.cwd, preexec_fn=_pdeathsig)
+        # the command holds the lease too: if this process is SIGKILLed, the instance stays
+        # leased until the command (which may ignore the SIGTERM it then gets) exits
+        tied = procinfo.die_with_parent(os.getpid(), sig=signal.SIGTERM)  # TERM: the command may clean up
+        shared = lease.shared_fd()
+        try:
+            child = subprocess.Popen(argv, env=env, cwd=a.cwd, preexec_fn=tied, pass_fds=(shared,))
+        finally:
+            os.close(shared)
     except OSError as e:
         lease.release()
         err(f"cannot run {argv[0]}: {e.strerror}; check the command name and PATH")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from . import procinfo
 from .errors import (BadLockFile, InstanceBusy, InstanceError, LeaseReleased, LockDirError, NoFreeInstance, OwnerError,
                      PortsBusy, UnusableInstance)
 from .instances import Ports, out_of_range, ports, unusable
@@ -151,6 +152,7 @@ class Holder:
     since: float | None
     path: Path
     in_pool: bool
+    kept_by: tuple[int, ...] = ()  # live processes keeping the lease after ``pid`` exited (an inherited fd)
 
     @property
     def age(self) -> float | None:
@@ -164,8 +166,12 @@ class Holder:
     def describe(self) -> str:
         """``sitlpool session f391b1 (hop-test) pid 728436, for 3m12s``"""
         if self.record_matches:
-            return f"{self.owner or 'an unnamed holder'} pid {self.pid or self.record_pid}, for {format_age(self.age)}"
-        return f"pid {self.pid} (its lock file still names {self.owner or 'nobody'} pid {self.record_pid})"
+            out = f"{self.owner or 'an unnamed holder'} pid {self.pid or self.record_pid}, for {format_age(self.age)}"
+        else:
+            out = f"pid {self.pid} (its lock file still names {self.owner or 'nobody'} pid {self.record_pid})"
+        if self.kept_by:
+            out += f"; pid {self.pid} exited and pid {', '.join(map(str, self.kept_by))} keeps the lease (its command)"
+        return out
 
     def as_dict(self) -> dict:
         return {
@@ -178,6 +184,7 @@ class Holder:
             "age_s": None if self.age is None else round(self.age, 3),
             "in_pool": self.in_pool,
             "path": str(self.path),
+            "kept_by": list(self.kept_by),
         }
 
 
@@ -290,6 +297,12 @@ class Lease:
             raise LeaseReleased(f"the lease on instance {self.instance} was already released; acquire a new one")
         return self._fd
 
+    def shared_fd(self) -> int:
+        """A duplicate of the lease's fd (same open file description, so the same flock) for
+        a child that holds the lease with this process: pass it to the child, close it here
+        after the launch. ``release()`` still ends the lease for both (it unlocks)."""
+        return os.dup(self.fd)  # not in _LIVE: survives the fork hook that drops leases in children
+
     def set_owner(self, owner: str) -> None:
         """Rewrite the holder's name in the lock file (the lock is kept throughout)."""
         owner = validate_owner(owner, limit=MAX_RECORD_OWNER)
@@ -303,7 +316,12 @@ class Lease:
             return
         _LIVE.pop(fd, None)
         if self.pid == os.getpid():
-            os.close(fd)  # closing the only fd of the open file description drops the flock
+            # unlock first: a copy of the fd passed to a child (``sitlpool run``'s command, a
+            # forked worker) would otherwise keep the flock after this close
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
 
     def __enter__(self) -> "Lease":
         return self
@@ -573,7 +591,14 @@ class LeasePool:
                 os.close(fd)
         except OSError:
             pass
-        return Holder(instance, pid, owner, rpid, since, path, instance in self.pool)
+        kept: tuple[int, ...] = ()
+        if not procinfo.is_alive(pid):  # the taker passed its fd on (``sitlpool run``'s command) and exited
+            try:
+                st = os.stat(path, follow_symlinks=False)
+                kept = tuple(procinfo.with_file_open(st.st_dev, st.st_ino))
+            except OSError:
+                pass
+        return Holder(instance, pid, owner, rpid, since, path, instance in self.pool, kept)
 
     def status(self) -> list[Holder]:
         """Every held lease in the lock directory, in the pool or not, sorted by instance."""
@@ -697,6 +722,8 @@ def _status_text(doc: dict) -> str:
     for h in doc["held"]:
         where = "" if h["in_pool"] else "  (outside the pool)"
         owner = h["owner"] or (f"(lock file names {h['record_owner']} pid {h['record_pid']})" if h["record_owner"] else "?")
+        if h.get("kept_by"):
+            where += f"  (pid {h['pid']} exited; kept by pid {', '.join(map(str, h['kept_by']))})"
         lines.append(f"instance {h['instance']:>4}  pid {h['pid']:>7}  {format_age(h['age_s']):>7}  {owner}{where}")
     return "\n".join(lines)
 

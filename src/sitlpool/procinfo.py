@@ -100,6 +100,28 @@ def _table() -> dict[int, tuple[int, int]]:
     return out
 
 
+def with_file_open(dev: int, ino: int) -> list[int]:
+    """Live processes (those this user may inspect) with the file ``(dev, ino)`` open: who
+    keeps a flock whose taker exited after passing its fd on."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{d}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"/proc/{d}/fd/{fd}")
+            except OSError:
+                continue
+            if st.st_ino == ino and st.st_dev == dev:
+                out.append(int(d))
+                break
+    return sorted(out)
+
+
 def children(pid: int) -> list[int]:
     """The live (not zombie) children of ``pid``."""
     return sorted(p for p, (pp, _) in _table().items() if pp == pid)
@@ -246,7 +268,9 @@ def stop_leftovers(grace: float = 3.0, poll: float = 0.02, spare: set[int] = fro
 _prctl = None  # libc's prctl, bound before the first fork (ctypes costs ms to import: only launchers need it)
 
 
-def _die_with(parent: int, cwd_fd: int | None = None):
+def die_with_parent(parent: int, cwd_fd: int | None = None, sig: int = signal.SIGKILL):
+    """A ``preexec_fn``: the child gets ``sig`` when ``parent`` dies (and never starts if it
+    already has). prctl is looked up here, in the parent: nothing is imported in the child."""
     global _prctl
     if _prctl is None:
         import ctypes
@@ -254,7 +278,7 @@ def _die_with(parent: int, cwd_fd: int | None = None):
         _prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def preexec() -> None:  # runs in the child between fork and exec: no locks, no allocation-heavy work
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
         if os.getppid() != parent:  # the launcher died before the prctl took effect
             os._exit(127)
         if cwd_fd is not None:  # the directory itself, whatever its path now leads to
@@ -317,4 +341,4 @@ def popen_tied(args: list[str], cwd_fd: int | None = None, **kw) -> subprocess.P
             _launcher = _Launcher()
         launcher = _launcher
     parent = os.getpid()
-    return launcher.run(lambda: subprocess.Popen(args, preexec_fn=_die_with(parent, cwd_fd), **kw))
+    return launcher.run(lambda: subprocess.Popen(args, preexec_fn=die_with_parent(parent, cwd_fd), **kw))
