@@ -464,9 +464,7 @@ TOLERANCES = {"takeoff_10m_sim_s": 2, "goto_40m_sim_s": 3, "land_12m_sim_s": 4, 
 # built-in vehicle differences not fixed yet, scenario -> reason: XFAIL for the expectations on
 # the built-in vehicle, XFAIL_DIFF for the differential test
 XFAIL: dict[str, str] = {}
-XFAIL_DIFF: dict[str, str] = {
-    "parameters": "COMPASS_DEC stays 0; ArduCopter sets it from the GPS position (COMPASS_AUTODEC=1): 0.2234 rad at CMAC",
-}
+XFAIL_DIFF: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name,kind", cases(SCENARIOS, XFAIL))

@@ -80,6 +80,39 @@ AMSL_FRAMES = {A.MAV_FRAME_GLOBAL, A.MAV_FRAME_GLOBAL_INT}
 TERRAIN_FRAMES = {A.MAV_FRAME_GLOBAL_TERRAIN_ALT, A.MAV_FRAME_GLOBAL_TERRAIN_ALT_INT}
 
 
+_DECLINATION: list | None = None  # degrees on a 10-degree grid, rows from 90 S, columns from 180 W
+
+
+def _declination_table() -> list:
+    """The declination table pymavlink carries (ArduPilot's AP_Declination data), read from
+    its source: importing ``pymavlink.mavextra`` would load numpy (+12 MB, 0.2 s) into
+    every vehicle for 700 numbers."""
+    global _DECLINATION
+    if _DECLINATION is None:
+        import ast
+        import importlib.util
+
+        with open(importlib.util.find_spec("pymavlink.mavextra").origin) as f:
+            text = f.read()
+        start = text.index("declination_table = [")
+        end = text.index("]\n\n", start) + 1
+        _DECLINATION = ast.literal_eval(text[text.index("[", start):end])
+    return _DECLINATION
+
+
+def declination(lat: float, lon: float) -> float | None:
+    """Magnetic declination (radians) at a place, interpolated between the four grid points
+    around it as ArduPilot does; None outside the table."""
+    if not (-90 <= lat < 90 and -180 <= lon < 180):
+        return None
+    table, step = _declination_table(), 10.0
+    row, col = int((lat + 90) // step), int((lon + 180) // step)
+    fy, fx = (lat + 90) / step - row, (lon + 180) / step - col
+    south = table[row][col] + fx * (table[row][col + 1] - table[row][col])
+    north = table[row + 1][col] + fx * (table[row + 1][col + 1] - table[row + 1][col])
+    return math.radians(south + fy * (north - south))
+
+
 @dataclass
 class MissionItem:
     """One stored mission item, exactly as uploaded (degrees, altitude in its own frame)."""
@@ -160,6 +193,7 @@ class Copter:
         self.prev_health = 0  # the pre-arm bit starts clear; SYS_STATUS goes out when it changes
         self.on_health_change: Callable[[], None] = lambda: None
         self.on_home: Callable[[], None] = lambda: None
+        self.declination_set = False  # COMPASS_DEC is set once per boot, at the first GPS fix
 
     # ---- derived state --------------------------------------------------------------
 
@@ -275,6 +309,8 @@ class Copter:
             if i == 4:
                 self.home_set = True
                 self.home_changed()
+        if not self.declination_set and self.gps_detected:
+            self.auto_declination()
         h = self.health()[2] & A.MAV_SYS_STATUS_PREARM_CHECK
         if h != self.prev_health:
             self.prev_health = h
@@ -289,6 +325,18 @@ class Copter:
         amps = self.current()
         self.consumed_mah += amps * dt / 3.6
         self.energy_wh += amps * self.voltage() * dt / 3600
+
+    def auto_declination(self) -> None:
+        """As ArduCopter's compass (COMPASS_AUTODEC=1): once it has a position (its first GPS
+        fix) it sets COMPASS_DEC from where it is, in RAM only (not saved, no PARAM_VALUE sent),
+        overwriting a value the user saved. COMPASS_AUTODEC=0 leaves COMPASS_DEC alone; like
+        ArduCopter it is retried each step, so AUTODEC set to 1 later in the boot still applies."""
+        if not (self.p.get("COMPASS_AUTODEC", 1) and self.p.get("COMPASS_ENABLE", 1)):
+            return
+        self.declination_set = True
+        dec = declination(*self.latlon())
+        if dec is not None:
+            self.p.set_in_ram({"COMPASS_DEC": dec})
 
     def _limits(self) -> tuple[float, float, float, float, float]:
         """Horizontal speed and accel, climb and descent speed, vertical accel (m/s, m/s²)."""
