@@ -20,11 +20,11 @@ from collections import deque
 from dataclasses import dataclass, field
 
 os.environ.setdefault("MAVLINK20", "1")
-from pymavlink import mavutil  # noqa: E402
 from pymavlink.dialects.v20 import ardupilotmega as mavlink  # noqa: E402
 
 from ..errors import MavlinkError, ReadOnlyLink  # noqa: E402
 from .endpoints import parse_endpoint  # noqa: E402
+from .modes import mode_mapping, mode_name  # noqa: E402,F401  (not mavutil: it loads numpy and two dialects)
 
 log = logging.getLogger("sitlpool.mavlink")
 A = mavlink
@@ -107,8 +107,8 @@ class VehicleState:
     def as_dict(self) -> dict:
         return {
             "mode": self.mode, "armed": self.armed,
-            "system_status": mavutil.mavlink.enums["MAV_STATE"][self.system_status].name.replace("MAV_STATE_", "")
-            if self.system_status is not None and self.system_status in mavutil.mavlink.enums["MAV_STATE"] else None,
+            "system_status": mavlink.enums["MAV_STATE"][self.system_status].name.replace("MAV_STATE_", "")
+            if self.system_status is not None and self.system_status in mavlink.enums["MAV_STATE"] else None,
             "lat": self.lat, "lon": self.lon, "alt_amsl_m": self.alt_amsl, "relative_alt_m": self.rel_alt,
             "groundspeed_m_s": round(self.groundspeed, 2), "climb_m_s": round(self.climb, 2),
             "velocity_ned_m_s": [round(self.vn, 2), round(self.ve, 2), round(self.vd, 2)],
@@ -517,18 +517,6 @@ class VehicleLink:
         self.command(A.MAV_CMD_PREFLIGHT_REBOOT_SHUTDOWN, 1, what="reboot")
 
 
-def mode_mapping(vehicle_type: int | None) -> dict[str, int]:
-    m = mavutil.mode_mapping_byname(vehicle_type if vehicle_type is not None else A.MAV_TYPE_QUADROTOR)
-    return dict(m or mavutil.mode_mapping_acm)
-
-
-def mode_name(vehicle_type: int, custom_mode: int) -> str:
-    for name, num in mode_mapping(vehicle_type).items():
-        if num == custom_mode:
-            return name
-    return f"MODE({custom_mode})"
-
-
 def _cmd_name(cmd: int) -> str:
-    e = mavutil.mavlink.enums["MAV_CMD"].get(cmd)
+    e = mavlink.enums["MAV_CMD"].get(cmd)
     return e.name.replace("MAV_CMD_", "").lower() if e else f"command {cmd}"
