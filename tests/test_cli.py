@@ -150,7 +150,7 @@ def test_run_killed_leaves_the_lease_with_its_command(env, instances, procs, tmp
         assert procinfo.is_alive(cmd_pid), "the command ignores SIGTERM"
         h = LeasePool.from_env().holder(instances[0])
         assert h is not None and h.kept_by == (cmd_pid,) and h.owner == "stubborn shell"
-        assert f"pid {cmd_pid} keeps the lease" in h.describe()
+        assert f"pid {cmd_pid} (python" in h.describe() and f"kill {cmd_pid} to free it now" in h.describe()
         r = sitlpool("run", "--instance", instances[0], "--", sys.executable, "-c", "pass", env=env)
         assert r.returncode != 0 and "stubborn shell" in r.stderr
         [row] = json.loads(sitlpool("status", "--json", env=env).stdout)["held"]

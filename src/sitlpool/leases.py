@@ -170,7 +170,13 @@ class Holder:
         else:
             out = f"pid {self.pid} (its lock file still names {self.owner or 'nobody'} pid {self.record_pid})"
         if self.kept_by:
-            out += f"; pid {self.pid} exited and pid {', '.join(map(str, self.kept_by))} keeps the lease (its command)"
+            def named(pid: int) -> str:
+                argv = procinfo.cmdline(pid)
+                return f"{pid} ({os.path.basename(argv[0])[:40]})" if argv else str(pid)
+
+            pids = " ".join(map(str, self.kept_by))
+            out += (f"; pid {self.pid} exited and passed the lease on: pid {', '.join(map(named, self.kept_by))} "
+                    f"still holds it; the instance frees when that exits (kill {pids} to free it now)")
         return out
 
     def as_dict(self) -> dict:

@@ -116,10 +116,20 @@ def with_file_open(dev: int, ino: int) -> list[int]:
                 st = os.stat(f"/proc/{d}/fd/{fd}")
             except OSError:
                 continue
-            if st.st_ino == ino and st.st_dev == dev:
+            if st.st_ino == ino and st.st_dev == dev and _holds_flock(d, fd):
                 out.append(int(d))
                 break
     return sorted(out)
+
+
+def _holds_flock(pid: str, fd: str) -> bool:
+    """True if this fd's open file holds a flock (fdinfo lists the locks owned through that
+    open file only): a process that merely has the file open (a waiter) does not."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
+            return any(x.startswith(b"lock:") and b" FLOCK " in x for x in f)
+    except OSError:
+        return False
 
 
 def children(pid: int) -> list[int]:

@@ -95,9 +95,13 @@ def early_answer(line: bytes, versions: tuple[tuple[str, ...], tuple[str, ...]] 
     ``server/discover`` request; None for anything else (the SDK answers it, errors included)."""
     if versions is None:
         return None
+    # parse what the SDK will parse: the line decoded as its stdin decodes it (a BOM stays a
+    # character; json.loads(bytes) would skip it), and no lone surrogate (the SDK's parser
+    # refuses one): else the SDK never answers and would not be known to have
     try:
-        msg = json.loads(line)
-    except ValueError:
+        msg = json.loads(line.decode("utf-8", errors="replace"))
+        json.dumps(msg, ensure_ascii=False).encode("utf-8")
+    except ValueError:  # UnicodeEncodeError included
         return None
     if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or msg.get("method") not in ("initialize",
                                                                                             "server/discover"):
@@ -110,17 +114,25 @@ def early_answer(line: bytes, versions: tuple[tuple[str, ...], tuple[str, ...]] 
         meta = params.get("_meta")
         info = meta.get(META + "clientInfo") if isinstance(meta, dict) else None
         if not (modern and meta.get(META + "protocolVersion") in modern and _implementation(info)
-                and isinstance(meta.get(META + "clientCapabilities"), dict) and set(params) == {"_meta"}):
+                and _capabilities(meta.get(META + "clientCapabilities")) and set(params) == {"_meta"}):
             return None  # the SDK's own answer (or error) is the right one
         return {"jsonrpc": "2.0", "id": rid, "result": discover_result(modern)}
-    if not (isinstance(params.get("protocolVersion"), str) and isinstance(params.get("capabilities"), dict)
+    if not (isinstance(params.get("protocolVersion"), str) and _capabilities(params.get("capabilities"))
+            and isinstance(params.get("_meta", {}), dict)
             and _implementation(params.get("clientInfo"))):
         return None  # the SDK's validation error is the right answer
     return {"jsonrpc": "2.0", "id": rid, "result": initialize_result(params, handshake)}
 
 
 def _implementation(info) -> bool:
-    return isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)
+    return (isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)
+            and all(isinstance(info.get(k, ""), str) for k in ("title", "description", "websiteUrl"))
+            and isinstance(info.get("icons", []), list))
+
+
+def _capabilities(caps) -> bool:
+    """Client capabilities the SDK accepts: an object of objects (roots, sampling, ...)."""
+    return isinstance(caps, dict) and all(isinstance(v, dict) for v in caps.values())
 
 
 def _claim(fd: int, mode: str, diversion: int) -> io.BufferedIOBase:
@@ -182,6 +194,12 @@ class Wire:
         except ValueError:
             return False
         if not isinstance(msg, dict) or msg.get("id") != self.answered["id"] or "method" in msg:
+            return False
+        res = msg.get("result")
+        if "error" not in msg and not (isinstance(res, dict) and ("protocolVersion" in res or "supportedVersions" in res)):
+            # the answer to a later request reusing the id: the SDK never answered ours (it could not parse it)
+            log.warning("the MCP SDK did not answer the initialize sitlpool answered early")
+            self.answered = None
             return False
         ours, self.answered = self.answered, None
         if msg.get("result") != ours["result"]:
@@ -259,16 +277,23 @@ def serve(host: str = "127.0.0.1", ray: str | None = None) -> int:
         except BaseException as e:  # re-raised in the main thread
             loaded["error"] = e
 
+    wire = Wire.claim()  # first: nothing the loader prints can reach the wire
     loader = threading.Thread(target=load, name="load the MCP SDK", daemon=True)
     loader.start()
-    wire = Wire.claim()
     try:
         wire.answer_initialize()
     except OSError as e:  # pragma: no cover - stdin unreadable: let the SDK find out the same way
         log.warning("reading the first MCP message failed: %s", e)
     loader.join()
     if "error" in loaded:
-        raise loaded["error"]
+        e = loaded["error"]
+        if wire.answered is None or not isinstance(e, Exception):
+            raise e
+        # initialize was answered: the client would otherwise read only "disconnected"
+        why = f"the MCP SDK failed to load ({type(e).__name__}: {e}); reinstall sitlpool's dependencies"
+        print(f"sitlpool: {why}", file=sys.stderr, flush=True)
+        wire.refuse_all(why)
+        return 1
     try:
         return loaded["server"].serve(None, host, ray=ray, wire=wire)
     except SitlpoolError as e:  # bad settings, an unreachable Ray cluster: before the SDK got the wire
