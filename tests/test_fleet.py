@@ -198,6 +198,23 @@ def test_an_instance_taken_outside_sitlpool_is_skipped(cluster, fleet, procs, tm
     assert outside_n not in held(head)
 
 
+def test_a_launch_that_fails_on_the_node_raises_its_own_error(cluster, fleet):
+    """What the node refuses at launch reaches the caller of open as sitlpool's own error
+    (the node's words, not a dead actor), the actor is gone and its slot free again."""
+    from sitlpool.errors import SitlpoolError
+    from sitlpool.fleet import FleetError
+
+    with pytest.raises(SitlpoolError, match="speedup 0 is out of range") as e:
+        fleet.open(speedup=0)
+    assert not isinstance(e.value, FleetError)  # the node's own words, not "the actor died"
+    with pytest.raises(SitlpoolError, match="home"):
+        fleet.open(speedup=SPEEDUP, home="nowhere")
+    wait_for(lambda: fleet.capacity()[1] == 6, 20, 0.2, "Ray to count every slot free again")
+    assert not any(held(n) for n in cluster.nodes)
+    s = fleet.open(speedup=SPEEDUP, label="after-failures")
+    assert s.snapshot()["state"] == "running"
+
+
 def test_map_returns_every_result_in_item_order(cluster, fleet):
     items = [{"n": i, "alt": 3 + i % 3} for i in range(12)]
     t0 = time.monotonic()

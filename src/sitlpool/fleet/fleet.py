@@ -51,6 +51,7 @@ class Fleet:
                     ray.init(resources=ray_resources(), include_dashboard=False, **kw)
                 else:
                     _keep_loopback(address)
+                    _reachable(address)
                     ray.init(address=address, **kw)
             except (ConnectionError, RuntimeError, ValueError) as e:
                 raise FleetError(f"cannot connect to the Ray cluster at {address}: {' '.join(str(e).split())[:300]}; "
@@ -272,6 +273,20 @@ class Fleet:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    """ray.init retries a head that refuses connections for ever: find out first (a plain
+    HOST:PORT only; ``auto``, ``ray://`` and the like are left to Ray)."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "/" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConnectionError(f"nothing answers at {address} ({e.strerror or e})") from None
 
 
 def _keep_loopback(address: str) -> None:
