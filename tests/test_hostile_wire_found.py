@@ -121,7 +121,7 @@ def test_kept_by_names_only_processes_that_hold_the_lock(env, instances, procs):
         k = procs.popen([sys.executable, "-m", "sitlpool", "kill", str(n)], env=env, stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE, text=True)
         _, kerr = k.communicate(timeout=60)
-        assert k.returncode == 1 and f"pid {cmd} keeps" in kerr and str(k.pid) not in kerr
+        assert k.returncode == 1 and f"pid {cmd} (" in kerr and f"kill {cmd} to free it" in kerr and str(k.pid) not in kerr
     finally:
         run.stdin.close()
     assert waiter.wait(60) == 0  # it got the instance once the command ended
