@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import procinfo
 from .errors import (BadLockFile, InstanceBusy, InstanceError, LeaseReleased, LockDirError, NoFreeInstance, OwnerError,
                      PortsBusy, UnusableInstance)
 from .instances import Ports, out_of_range, ports, unusable
@@ -170,9 +169,13 @@ class Holder:
         else:
             out = f"pid {self.pid} (its lock file still names {self.owner or 'nobody'} pid {self.record_pid})"
         if self.kept_by:
-            def named(pid: int) -> str:
-                argv = procinfo.cmdline(pid)
-                return f"{pid} ({os.path.basename(argv[0])[:40]})" if argv else str(pid)
+            def named(pid: int) -> str:  # the kernel's short name (comm): bounded, no arguments
+                try:
+                    with open(f"/proc/{pid}/comm", "rb") as f:
+                        comm = f.read().decode(errors="replace").strip()
+                except OSError:
+                    return str(pid)
+                return f"{pid} ({''.join(c if c.isprintable() else '?' for c in comm)})"
 
             pids = " ".join(map(str, self.kept_by))
             out += (f"; pid {self.pid} exited and passed the lease on: pid {', '.join(map(named, self.kept_by))} "
@@ -192,6 +195,39 @@ class Holder:
             "path": str(self.path),
             "kept_by": list(self.kept_by),
         }
+
+
+def flock_keepers(dev: int, ino: int) -> list[int]:
+    """The processes (those this user may inspect) holding the flock on the file ``(dev, ino)``
+    through an fd: who keeps a lease whose taker exited after passing its fd on (/proc/locks
+    still names the taker)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{d}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"/proc/{d}/fd/{fd}")
+            except OSError:
+                continue
+            if st.st_ino == ino and st.st_dev == dev and _holds_flock(d, fd):
+                out.append(int(d))
+                break
+    return sorted(out)
+
+
+def _holds_flock(pid: str, fd: str) -> bool:
+    """True if this fd's open file holds a flock (fdinfo lists the locks owned through that
+    open file only): a process that merely has the file open (a waiter) does not."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
+            return any(x.startswith(b"lock:") and b" FLOCK " in x for x in f)
+    except OSError:
+        return False
 
 
 def read_proc_locks() -> dict[tuple[str, int], int]:
@@ -598,10 +634,10 @@ class LeasePool:
         except OSError:
             pass
         kept: tuple[int, ...] = ()
-        if not procinfo.is_alive(pid):  # the taker passed its fd on (``sitlpool run``'s command) and exited
+        if not os.path.exists(f"/proc/{pid}"):  # the taker passed its fd on (``sitlpool run``'s command) and exited
             try:
                 st = os.stat(path, follow_symlinks=False)
-                kept = tuple(procinfo.with_file_open(st.st_dev, st.st_ino))
+                kept = tuple(flock_keepers(st.st_dev, st.st_ino))
             except OSError:
                 pass
         return Holder(instance, pid, owner, rpid, since, path, instance in self.pool, kept)

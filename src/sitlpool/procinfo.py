@@ -100,38 +100,6 @@ def _table() -> dict[int, tuple[int, int]]:
     return out
 
 
-def with_file_open(dev: int, ino: int) -> list[int]:
-    """Live processes (those this user may inspect) with the file ``(dev, ino)`` open: who
-    keeps a flock whose taker exited after passing its fd on."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            fds = os.listdir(f"/proc/{d}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                st = os.stat(f"/proc/{d}/fd/{fd}")
-            except OSError:
-                continue
-            if st.st_ino == ino and st.st_dev == dev and _holds_flock(d, fd):
-                out.append(int(d))
-                break
-    return sorted(out)
-
-
-def _holds_flock(pid: str, fd: str) -> bool:
-    """True if this fd's open file holds a flock (fdinfo lists the locks owned through that
-    open file only): a process that merely has the file open (a waiter) does not."""
-    try:
-        with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
-            return any(x.startswith(b"lock:") and b" FLOCK " in x for x in f)
-    except OSError:
-        return False
-
-
 def children(pid: int) -> list[int]:
     """The live (not zombie) children of ``pid``."""
     return sorted(p for p, (pp, _) in _table().items() if pp == pid)
