@@ -77,17 +77,17 @@ def _tables() -> dict[int, dict[int, str]]:
         return _by_type
 
 
+def _numbers(vehicle_type: int | None) -> dict[int, str]:
+    """Mode number -> name for a vehicle type (a copter's for an unknown or missing type)."""
+    tables = _tables()
+    return tables.get(vehicle_type, tables[A.MAV_TYPE_QUADROTOR])
+
+
 def mode_mapping(vehicle_type: int | None) -> dict[str, int]:
     """Mode name -> number for a vehicle type (a copter's for an unknown or missing type)."""
-    tables = _tables()
-    table = tables.get(vehicle_type if vehicle_type is not None else A.MAV_TYPE_QUADROTOR)
-    if table is None:
-        table = tables[A.MAV_TYPE_QUADROTOR]
-    return {name: num for num, name in table.items()}
+    return {name: num for num, name in _numbers(vehicle_type).items()}
 
 
 def mode_name(vehicle_type: int | None, custom_mode: int) -> str:
-    for name, num in mode_mapping(vehicle_type).items():
-        if num == custom_mode:
-            return name
-    return f"MODE({custom_mode})"
+    """The name a HEARTBEAT's mode has (read at every HEARTBEAT: a lookup, no inverted copy)."""
+    return _numbers(vehicle_type).get(custom_mode, f"MODE({custom_mode})")
