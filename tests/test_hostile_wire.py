@@ -12,18 +12,13 @@ import time
 from conftest import wait_for
 from sitlpool import procinfo
 from sitlpool.leases import LeasePool
+from test_stdio_wire import SERVE, init  # noqa: F401  (init: also for test_hostile_wire_found)
 
-SERVE = [sys.executable, "-m", "sitlpool", "serve"]
 INITED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def line(msg) -> bytes:
     return json.dumps(msg).encode() + b"\n"
-
-
-def init(rid=1):
-    return {"jsonrpc": "2.0", "id": rid, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
 
 
 def ping(rid):
