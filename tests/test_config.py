@@ -3,7 +3,8 @@ import sys
 
 import pytest
 
-from sitlpool.config import env_paths, format_pool, load_settings, parse_pool
+from sitlpool.config import (SETTINGS_FIELDS, ValidatedSettings, env_paths, format_pool, load_settings, parse_pool,
+                             settings_values)
 from sitlpool.errors import ConfigError
 from sitlpool.instances import MAX_INSTANCE, ports
 
@@ -56,6 +57,31 @@ def test_settings_from_env(monkeypatch, tmp_path):
     monkeypatch.setenv("SITLPOOL_LOCK_DIR", str(tmp_path / "shared"))
     assert load_settings().lock_dir == tmp_path / "shared"
     assert env_paths()[1] == tmp_path / "shared"
+
+
+def test_validated_settings_carry_every_field_of_settings(monkeypatch, tmp_path):
+    """What a fleet actor gets instead of reading Settings itself: the same values, the same
+    attributes (a field added to Settings and not carried would fail here)."""
+    from sitlpool.config import Settings
+
+    assert SETTINGS_FIELDS == tuple(Settings.model_fields)
+    monkeypatch.setenv("SITLPOOL_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("SITLPOOL_POOL", "100,102-103")
+    monkeypatch.setenv("SITLPOOL_SITL_BINARY", str(tmp_path / "arducopter"))
+    monkeypatch.setenv("SITLPOOL_SPEEDUP", "7")
+    s = load_settings()
+    values = settings_values(s)
+    import json
+
+    assert json.loads(json.dumps(values)) == values  # plain data: it travels between processes
+    v = ValidatedSettings(values)
+    for f in SETTINGS_FIELDS:
+        assert getattr(v, f) == getattr(s, f) and type(getattr(v, f)) is type(getattr(s, f)), f
+    assert v.sessions_dir == s.sessions_dir
+    plane = v.model_copy(update={"sitl_binary": tmp_path / "arduplane"})
+    assert plane.sitl_binary == tmp_path / "arduplane" and plane.pool == s.pool and v.sitl_binary == s.sitl_binary
+    with pytest.raises(ConfigError, match="without pool.*settings_values"):
+        ValidatedSettings({k: x for k, x in values.items() if k != "pool"})
 
 
 def test_bad_setting_is_a_config_error(monkeypatch):

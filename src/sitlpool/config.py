@@ -2,7 +2,9 @@
 
 ``Settings`` is the pydantic-settings model every interface uses. ``env_paths`` reads
 just the data and lock directories with the same rules, without importing pydantic,
-for the commands that must answer in a few tens of milliseconds (``leases status``).
+for the commands that must answer in a few tens of milliseconds (``leases status``);
+``ValidatedSettings`` carries a ``Settings``' values into a process that must start fast
+(a Ray fleet's actor) without re-reading them there.
 """
 
 from __future__ import annotations
@@ -105,6 +107,52 @@ def __getattr__(name: str):
 
         return Settings
     raise AttributeError(name)
+
+
+# every field of ``Settings``, in its order (tests/test_config.py keeps the two in step)
+SETTINGS_FIELDS = ("data_dir", "lock_dir", "pool", "sitl_binary", "sitl_defaults", "speedup", "ready_timeout_s",
+                   "idle_timeout_s")
+
+
+def settings_values(settings) -> dict:
+    """A ``Settings``' validated values as plain data (JSON's types) for ``ValidatedSettings``."""
+    def plain(v):
+        return str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+
+    return {f: plain(getattr(settings, f)) for f in SETTINGS_FIELDS}
+
+
+class ValidatedSettings:
+    """The values of a ``Settings`` that pydantic-settings validated in another process of
+    the same host and environment, with the attributes the layers below read. A Ray fleet's
+    actor is a fresh process whose start is on the clock of every ``fleet.open``: importing
+    pydantic-settings there costs 0.13-0.23 s, so its node's values, read once by a task on
+    that node, are handed to it instead. Build it only from ``settings_values``."""
+
+    __slots__ = SETTINGS_FIELDS
+
+    def __init__(self, values: Mapping[str, Any]):
+        missing = [f for f in SETTINGS_FIELDS if f not in values]
+        if missing:
+            raise ConfigError(f"settings values without {', '.join(missing)}: build them with settings_values()")
+        for f in SETTINGS_FIELDS:
+            v = values[f]
+            if f in ("data_dir", "lock_dir") or (f == "sitl_binary" and v is not None):
+                v = Path(v)
+            elif f == "pool":
+                v = tuple(v)
+            setattr(self, f, v)
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.data_dir / "sessions"
+
+    def model_copy(self, update: Mapping[str, Any] | None = None) -> "ValidatedSettings":
+        """The same values with ``update`` applied (as ``Settings.model_copy`` does, unvalidated)."""
+        return ValidatedSettings({**{f: getattr(self, f) for f in SETTINGS_FIELDS}, **(update or {})})
+
+    def __repr__(self) -> str:
+        return "ValidatedSettings(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in SETTINGS_FIELDS) + ")"
 
 
 def load_settings(**overrides) -> "Settings":
