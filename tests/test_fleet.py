@@ -215,6 +215,22 @@ def test_a_launch_that_fails_on_the_node_raises_its_own_error(cluster, fleet):
     assert s.snapshot()["state"] == "running"
 
 
+def test_the_actor_runs_on_its_nodes_settings_read_by_the_fleet(cluster, fleet):
+    """Each node's settings are read once by a task on that node (pydantic-settings, in the
+    node's environment) and handed to the actors placed there, whose fresh processes then do
+    not import pydantic-settings: what they lease and where they write is still the node's."""
+    wait_for(lambda: len(fleet._node_settings()) == 3, 30, 0.2, "every node's settings to be read")
+    s = fleet.open(speedup=SPEEDUP, label="node-settings")
+    kind, imported, data_dir, pool = ray.get(s._actor.__ray_call__.remote(
+        lambda a: (type(a.sessions.settings).__name__, "pydantic_settings" in sys.modules,
+                   str(a.sessions.settings.data_dir), list(a.sessions.settings.pool))))
+    node = node_of(cluster, s.instance)
+    assert (kind, imported) == ("ValidatedSettings", False)
+    assert (data_dir, pool) == (str(node.data_dir), node.pool)
+    assert held(node) == [s.instance] and sitls_of(node)
+    assert s.snapshot()["state"] == "running"
+
+
 def test_map_returns_every_result_in_item_order(cluster, fleet):
     items = [{"n": i, "alt": 3 + i % 3} for i in range(12)]
     t0 = time.monotonic()

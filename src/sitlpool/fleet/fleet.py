@@ -61,6 +61,39 @@ class Fleet:
         self._actor_cls = _remote(node.SitlActor, max_concurrency=node.ACTOR_CONCURRENCY, max_restarts=0)
         self._slot_cls = _remote(node.Slot)
         self._open: set[RemoteSitl] = set()
+        self._settings_refs: dict = {}  # node_settings task -> the node it reads
+        self._settings: dict[str, dict] = {}  # node id -> its settings_values, once read
+        self._settings_total = 0.0  # the cluster's sitl slots when the nodes were last listed
+        self._read_settings(self.capacity()[0])
+
+    def _read_settings(self, total: float) -> None:
+        """Start reading the settings of each live node not read yet (one task pinned per
+        node, not waited for). An actor placed on a node whose values are in is handed
+        them, so its fresh process skips importing pydantic-settings; on a node not read
+        yet (or whose settings are bad) the actor reads its own, and says what is wrong.
+        Called again when the cluster's slot count changes (a node joined or left)."""
+        if total == self._settings_total:
+            return
+        self._settings_total = total
+        fn = _remote(self._node.node_settings, num_cpus=0, max_retries=0)
+        asked = set(self._settings_refs.values())
+        for n in self.nodes():
+            if n[RESOURCE] >= 1 and n["node_id"] not in asked:
+                self._settings_refs[fn.options(scheduling_strategy=_on_node(n["node_id"])).remote()] = n["node_id"]
+
+    def _node_settings(self) -> dict[str, dict]:
+        """The node settings read so far (never waits)."""
+        import ray
+
+        if self._settings_refs:
+            done, _ = ray.wait(list(self._settings_refs), num_returns=len(self._settings_refs), timeout=0)
+            for ref in done:
+                nid = self._settings_refs.pop(ref)
+                try:
+                    self._settings[nid] = ray.get(ref)[1]
+                except ray.exceptions.RayError:  # bad settings or a lost node: the actor reads its own
+                    pass
+        return dict(self._settings)
 
     # ---- the cluster ---------------------------------------------------------------------
 
@@ -93,6 +126,7 @@ class Fleet:
         import ray
 
         total = self._need_capacity()
+        self._read_settings(total)
         deadline = None if wait_s is None else time.monotonic() + max(0.0, wait_s)
         slots: list = []  # actors kept on nodes that refused, so Ray places the next one elsewhere
         refused = None
@@ -100,7 +134,8 @@ class Fleet:
             while True:
                 if wait_s is not None and wait_s <= 0 and self.capacity()[1] < 1:
                     raise NoRoom(self._no_room(total, None, refused))
-                actor = self._actor_cls.options(resources={RESOURCE: 1}, num_cpus=0).remote()
+                launch = dict(model=model, speedup=speedup, params=params, home=home, label=label, wipe=wipe)
+                actor = self._actor_cls.options(resources={RESOURCE: 1}, num_cpus=0).remote(self._node_settings(), launch)
                 placed = actor.ready.remote()
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if wait_s is not None and wait_s <= 0:
@@ -111,7 +146,7 @@ class Fleet:
                     raise NoRoom(self._no_room(total, wait_s, refused))
                 try:
                     ray.get(placed)
-                    info = ray.get(actor.open.remote(model, speedup, params, home, label, wipe), timeout=START_TIMEOUT_S)
+                    info = ray.get(actor.open.remote(), timeout=START_TIMEOUT_S)
                 except ray.exceptions.RayTaskError as e:
                     ray.kill(actor)
                     raise unwrap(e) from None

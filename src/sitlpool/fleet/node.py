@@ -10,7 +10,9 @@ or task, and the kernel drops its lease with the worker.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import threading
 import time
 import traceback
 
@@ -35,32 +37,50 @@ def connect_strings(host: str, ports) -> dict:
 
 
 class SitlActor:
-    """One managed SITL on this node, held for a ``RemoteSitl`` (created with resources={"sitl": 1})."""
+    """One managed SITL on this node, held for a ``RemoteSitl`` (created with resources={"sitl": 1}).
 
-    def __init__(self):
-        from ..sessions import Sessions
+    ``settings_by_node``: each node's ``settings_values``, read by ``node_settings`` tasks
+    (this process then skips importing pydantic-settings). ``launch``: ``Sessions.open``'s
+    arguments. The launch starts on a thread in the constructor, so Ray's own work between
+    the constructor and the first call overlaps it; ``open`` collects it. Every other call
+    comes after ``open`` (a ``RemoteSitl`` exists only once it returned)."""
 
-        self.sessions = Sessions(server_id=f"ray-{os.getpid()}")
+    def __init__(self, settings_by_node: dict, launch: dict):
         self.ident = node_identity()
         self.sid: str | None = None
         self.session = None  # kept after close: Sessions forgets closed sessions
+        self.sessions = None
+        values = settings_by_node.get(self.ident["node_id"])
+        # the launch (and the imports it needs) runs beside Ray's own work after the constructor
+        self._launch = concurrent.futures.Future()
+        threading.Thread(target=self._open, args=(self._launch, values, launch), name="launch", daemon=True).start()
 
     def ready(self) -> dict:
         return self.ident
 
     # ---- life ------------------------------------------------------------------------
 
-    def open(self, model: str, speedup: float, params: dict | None, home: str | None, label: str | None,
-             wipe: bool = True) -> dict:
-        """Lease, launch, wait for the vehicle. A lease the node refuses (an instance Ray
-        counts as free is taken by a SITL started outside sitlpool) comes back as
-        ``refused`` so the fleet places elsewhere."""
+    def open(self) -> dict:
+        """The launch's outcome: this node's session document, or ``refused`` when the
+        node's lease refused (an instance Ray counts as free is taken by a SITL started
+        outside sitlpool), so the fleet places elsewhere."""
+        return self._launch.result()
+
+    def _open(self, out: concurrent.futures.Future, values: dict | None, launch: dict) -> None:
         try:
-            s = self.sessions.open(model=model, label=label, speedup=speedup, home=home, params=params, wipe=wipe)
+            from ..config import ValidatedSettings
+            from ..sessions import Sessions
+
+            self.sessions = Sessions(settings=ValidatedSettings(values) if values else None,
+                                     server_id=f"ray-{os.getpid()}")
+            s = self.sessions.open(**launch)
         except LeaseError as e:
-            return {"refused": str(e), **self.ident}
-        self.sid, self.session = s.id, s
-        return self.info()
+            out.set_result({"refused": str(e), **self.ident})
+        except BaseException as e:  # the caller of open gets it, as if raised there
+            out.set_exception(e)
+        else:
+            self.sid, self.session = s.id, s
+            out.set_result(self.info())
 
     def info(self) -> dict:
         return self._here({**self.session.info(), "pid": self.session.handle.pid})
@@ -171,6 +191,15 @@ class Tally:
 
     def where(self) -> dict[int, tuple[str, str]]:
         return dict(self.running)
+
+
+def node_settings() -> tuple[str, dict]:
+    """This node's id and its ``settings_values`` (the pydantic-settings model, read here)."""
+    import ray
+
+    from ..config import load_settings, settings_values
+
+    return ray.get_runtime_context().get_node_id(), settings_values(load_settings())
 
 
 def node_status(all_: bool = False) -> dict:
