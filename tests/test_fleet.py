@@ -231,6 +231,51 @@ def test_the_actor_runs_on_its_nodes_settings_read_by_the_fleet(cluster, fleet):
     assert s.snapshot()["state"] == "running"
 
 
+def ppid_of(pid: int) -> int:
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+
+
+def gone(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def assert_says_died(s) -> None:
+    """Every call on the handle of a lost actor or node says died, with Ray's reason."""
+    from sitlpool.fleet.errors import SitlDied
+
+    snap = s.snapshot()
+    assert snap["state"] == "died" and snap["reason"].startswith("died: ") and s.label in snap["reason"], snap
+    assert s.wait_until("altitude_above", 5, timeout_s=30)["result"] == "died"
+    for call in (s.arm, lambda: s.set_mode("GUIDED"), lambda: s.takeoff(5), s.land, s.rtl,
+                 lambda: s.get_param("RTL_ALT"), lambda: s.set_param("RTL_ALT", 1500)):
+        with pytest.raises(SitlDied, match=r"^died: .*its lease went with its processes"):
+            call()
+    assert s.state == "died" and s.dead and not s.alive
+    assert s.status is not None and not s.status.success and s.status.reason.startswith("died: ")
+    s.close()  # harmless after a death
+    assert s.state == "died"
+
+
+def test_an_actor_that_dies_makes_every_call_say_died(cluster, fleet):
+    """The actor's worker process SIGKILLed (an out-of-memory kill, say): its SITL exits with
+    it, the kernel frees the lease, Ray frees the slot, and every call says died at once."""
+    s = fleet.open(speedup=SPEEDUP, label="doomed")
+    node = node_of(cluster, s.instance)
+    worker = ppid_of(s.pid)  # the actor's worker process is the SITL's parent
+    assert "ray::" in open(f"/proc/{worker}/cmdline").read().replace("\0", " ")
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: gone(s.pid), 30, 0.1, "the SITL to exit with its actor")
+    wait_for(lambda: s.instance not in held(node), 30, 0.1, "the lease to be freed with the actor")
+    assert_says_died(s)
+    assert "doomed" in s.snapshot()["reason"] and "actor" in s.snapshot()["reason"].lower()
+    wait_for(lambda: fleet.capacity()[1] == 6, 30, 0.2, "Ray to count the dead actor's slot free")
+    again = fleet.open(speedup=SPEEDUP, label="after-death")
+    assert again.snapshot()["state"] == "running"
+
+
 def test_map_returns_every_result_in_item_order(cluster, fleet):
     items = [{"n": i, "alt": 3 + i % 3} for i in range(12)]
     t0 = time.monotonic()
@@ -384,6 +429,14 @@ def test_hop(sitl):
 
 def test_a_worker_node_killed_mid_map_reruns_its_items_elsewhere(cluster, fleet):
     victim = cluster.nodes[2]
+    # a RemoteSitl on the victim too (Ray places: open until one lands there)
+    opened = []
+    while not any(o.instance in victim.pool for o in opened) and len(opened) < 6:
+        opened.append(fleet.open(speedup=SPEEDUP, label=f"on-victim-{len(opened)}"))
+    on_victim = next(o for o in opened if o.instance in victim.pool)
+    for o in opened:
+        if o is not on_victim:
+            o.close()
     items = [{"n": i, "alt": 3, "hover_s": 2.0} for i in range(8)]
     out: list = []
     runner = threading.Thread(target=lambda: out.append(fleet.map(hop, items, speedup=SPEEDUP, progress=False)))
@@ -396,6 +449,8 @@ def test_a_worker_node_killed_mid_map_reruns_its_items_elsewhere(cluster, fleet)
                           open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"],
              30, 0.2, "the dead node's SITLs to exit")
     wait_for(lambda: not held(victim), 30, 0.2, "the dead node's leases to be free")
+    assert gone(on_victim.pid)
+    assert_says_died(on_victim)
     runner.join(240)
     assert not runner.is_alive(), "map hung after a node died"
     results = out[0]
