@@ -47,8 +47,9 @@ class Fleet:
             kw = dict(logging_level=logging.WARNING, log_to_driver=log_to_driver, namespace="sitlpool")
             try:
                 if address is None:
-                    _keep_loopback("127.0.0.1:0")  # a Ray of this machine alone stays on loopback
-                    ray.init(resources=ray_resources(), include_dashboard=False, **kw)
+                    # a Ray of this machine alone listens on loopback only: nothing else can reach it
+                    _keep_loopback("127.0.0.1:0")
+                    ray.init(resources=ray_resources(), include_dashboard=False, _node_ip_address="127.0.0.1", **kw)
                 else:
                     _keep_loopback(address)
                     _reachable(address)
