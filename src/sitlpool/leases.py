@@ -14,8 +14,6 @@ can never strand an instance. Rules (see DESIGN.md):
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import os
@@ -262,6 +260,10 @@ class _Inotify:
         self.fd = -1
         try:
             if _Inotify._libc is None:
+                # imported here: ctypes.util (shutil, subprocess) is ~30 ms of every `leases status`
+                import ctypes
+                import ctypes.util
+
                 _Inotify._libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
             libc = _Inotify._libc
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
