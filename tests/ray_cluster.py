@@ -70,6 +70,20 @@ def node_env(pool: list[int], data_dir: Path, tmpdir: Path, extra: dict | None =
     return env
 
 
+def session_pids(sid: int) -> list[int]:
+    """Every live process of the session ``sid`` (started with start_new_session)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[3]) == sid and stat[0] != "Z":
+                out.append(int(d))
+    return out
+
+
 @dataclass
 class Node:
     name: str
@@ -98,16 +112,7 @@ class Node:
 
     def session_pids(self) -> list[int]:
         """Every process of the node's session: Ray's workers get process groups of their own."""
-        out = []
-        for d in os.listdir("/proc"):
-            if d.isdigit():
-                try:
-                    stat = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if int(stat[3]) == self.proc.pid and stat[0] != "Z":
-                    out.append(int(d))
-        return out
+        return session_pids(self.proc.pid)
 
     def stop(self, grace: float = 5.0) -> None:
         if self.proc is None:

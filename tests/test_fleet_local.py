@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_for
+from ray_cluster import session_pids
 from sitlpool.instances import ports
 
 pytest.importorskip("ray")
@@ -41,20 +42,6 @@ SCRIPT = textwrap.dedent("""
         say(closed=s.state)
     say(ray_running=ray.is_initialized())
 """)
-
-
-def session_pids(sid: int) -> list[int]:
-    """Every live process of the session ``sid`` (ray.init's own services among them)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                stat = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[3]) == sid and stat[0] != "Z":
-                out.append(int(d))
-    return out
 
 
 def test_fleet_without_an_address_starts_a_ray_of_this_machine_alone(env, instances, data_dir):
