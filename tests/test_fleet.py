@@ -229,6 +229,14 @@ def test_the_actor_runs_on_its_nodes_settings_read_by_the_fleet(cluster, fleet):
     assert (data_dir, pool) == (str(node.data_dir), node.pool)
     assert held(node) == [s.instance] and sitls_of(node)
     assert s.snapshot()["state"] == "running"
+    # a node whose settings are not in (joined since, or bad) is left to read its own
+    fleet._settings.clear()
+    other = fleet.open(speedup=SPEEDUP, label="reads-its-own")
+    kind, data_dir = ray.get(other._actor.__ray_call__.remote(
+        lambda a: (type(a.sessions.settings).__name__, str(a.sessions.settings.data_dir))))
+    assert kind == "Settings" and data_dir == str(node_of(cluster, other.instance).data_dir)
+    fleet._settings_total = 0  # read every node again, for the tests after this one
+    fleet._read_settings(fleet.capacity()[0])
 
 
 def ppid_of(pid: int) -> int:
