@@ -70,7 +70,8 @@ def validate_owner(owner, what: str = "owner", limit: int = MAX_OWNER) -> str:
     text = owner if isinstance(owner, str) else ""
     clean = " ".join(text.split())
     if not clean:
-        raise OwnerError(f"a lease needs an {what}: a name a person can read, e.g. 'my-test (alice)'")
+        article = "an" if what[:1] in "aeiou" else "a"
+        raise OwnerError(f"a lease needs {article} {what}: a name a person can read, e.g. 'my-test (alice)'")
     if len(clean) > limit:
         raise OwnerError(f"{what} is {len(clean)} characters long; give at most {limit}, a name a person can read")
     if not clean.isprintable():

@@ -9,6 +9,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .config import load_settings
@@ -24,6 +25,29 @@ MAX_BLOCK_S = 55.0  # no tool may block longer than 60 s
 CONDITIONS = ("altitude_above", "altitude_below", "armed", "disarmed", "mode", "reached", "landed", "text",
               "ready_to_arm", "mission_item", "mission_done")
 ARM_WAIT_READY_S = 20.0  # arm waits this long for readiness before it asks the vehicle
+
+
+def check_open_args(model, speedup, label=None, home=None, params=None) -> tuple:
+    """``(model, speedup, label, home, params)`` checked and normalised before anything is
+    leased, launched or placed (a fleet checks them on its driver, before any node works).
+    Whether the configured SITL can fly ``model`` is the launching host's to say."""
+    if not isinstance(model, str) or not model.strip():
+        raise SitlpoolError(f"model {model!r} is not a vehicle model; give a name such as 'quad' or 'plane'")
+    speedup = check_finite(speedup, "speedup")
+    if not 0 < speedup <= 1000:
+        raise SitlpoolError(f"speedup {speedup:g} is out of range; use a number above 0 and at most 1000")
+    if label is not None:
+        label = validate_owner(label, "label")
+    home = check_home(home)
+    if params is not None and not isinstance(params, Mapping):
+        raise SitlpoolError(f"params {str(params)[:80]!r} is not a mapping of parameter names to values; "
+                            "give e.g. {'RTL_ALT': 1500}")
+    params = {str(k): check_finite(v, f"parameter {_printable(str(k))}") for k, v in (params or {}).items()}
+    return model, speedup, label, home, params
+
+
+def _printable(text: str) -> str:
+    return text if text.isprintable() else repr(text)
 
 
 def new_id() -> str:
@@ -147,14 +171,9 @@ class Sessions:
 
     def open(self, model: str = "quad", instance: int | None = None, label: str | None = None, speedup: float = 1.0,
              home: str | None = None, params: dict | None = None, wipe: bool = True, wait_s: float = 0) -> Session:
-        if speedup is None or not (0 < speedup <= 1000):
-            raise SitlpoolError(f"speedup {speedup} is out of range; use a number above 0 and at most 1000")
-        if label is not None:
-            label = validate_owner(label, "label")
+        model, speedup, label, home, params = check_open_args(model, speedup, label, home, params)
         if instance is not None:
             self._check_instance(instance)
-        home = check_home(home)
-        params = {str(k): check_finite(v, f"parameter {k}") for k, v in (params or {}).items()}
         binary = resolve_binary(self.settings, model)
         sid = new_id()
         label = label or f"{model}-{sid}"
