@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 
 from ..errors import LeaseError, SitlpoolError
@@ -15,6 +16,7 @@ from .remote import RemoteSitl, ray_reason, unwrap
 log = logging.getLogger("sitlpool.fleet")
 RESOURCE = "sitl"
 START_TIMEOUT_S = 120.0  # an actor placed on a node, to its SITL ready (worker start + launch)
+SLOT_GRACE_S = 2.0  # open(wait_s=0): how long reserving a free slot may take (no worker starts for it)
 
 
 def ray_resources(settings=None) -> dict:
@@ -41,23 +43,30 @@ class Fleet:
         from . import node
 
         self._node = node
-        self._started_ray = False
-        if not ray.is_initialized():
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            kw = dict(logging_level=logging.WARNING, log_to_driver=log_to_driver, namespace="sitlpool")
-            try:
-                if address is None:
-                    # a Ray of this machine alone listens on loopback only: nothing else can reach it
-                    _keep_loopback("127.0.0.1:0")
-                    ray.init(resources=ray_resources(), include_dashboard=False, _node_ip_address="127.0.0.1", **kw)
-                else:
-                    _keep_loopback(address)
-                    _reachable(address)
-                    ray.init(address=address, **kw)
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                raise FleetError(f"cannot connect to the Ray cluster at {address}: {' '.join(str(e).split())[:300]}; "
-                                 "check the head's address (ray start --head prints it) and that it runs") from None
-            self._started_ray = True
+        self._closed = False
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            raise FleetError(f"Ray address {address!r} is blank; give the head's HOST:PORT (ray start --head prints it), "
+                             "or no address for a Ray of this machine alone")
+        with _CONNECTION_LOCK:
+            if ray.is_initialized():
+                _same_cluster(address)
+            else:
+                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+                kw = dict(logging_level=logging.WARNING, log_to_driver=log_to_driver, namespace="sitlpool")
+                try:
+                    if address is None:
+                        # a Ray of this machine alone listens on loopback only: nothing else can reach it
+                        _keep_loopback("127.0.0.1:0")
+                        ray.init(resources=ray_resources(), include_dashboard=False, _node_ip_address="127.0.0.1", **kw)
+                    else:
+                        _keep_loopback(address)
+                        _reachable(address)
+                        ray.init(address=address, **kw)
+                except (ConnectionError, RuntimeError, ValueError) as e:
+                    raise FleetError(f"cannot connect to the Ray cluster at {address}: {' '.join(str(e).split())[:300]}; "
+                                     "check the head's address (ray start --head prints it) and that it runs") from None
+                _CONNECTION["started"] = True
+            _CONNECTION["users"] += 1
         self.address = address
         self._actor_cls = _remote(node.SitlActor, max_concurrency=node.ACTOR_CONCURRENCY, max_restarts=0)
         self._slot_cls = _remote(node.Slot)
@@ -82,12 +91,12 @@ class Fleet:
             if n[RESOURCE] >= 1 and n["node_id"] not in asked:
                 self._settings_refs[fn.options(scheduling_strategy=_on_node(n["node_id"])).remote()] = n["node_id"]
 
-    def _node_settings(self) -> dict[str, dict]:
-        """The node settings read so far (never waits)."""
+    def _node_settings(self, wait_s: float = 0) -> dict[str, dict]:
+        """The node settings read so far (waiting up to ``wait_s`` for the rest)."""
         import ray
 
         if self._settings_refs:
-            done, _ = ray.wait(list(self._settings_refs), num_returns=len(self._settings_refs), timeout=0)
+            done, _ = ray.wait(list(self._settings_refs), num_returns=len(self._settings_refs), timeout=wait_s)
             for ref in done:
                 nid = self._settings_refs.pop(ref)
                 try:
@@ -95,6 +104,19 @@ class Fleet:
                 except ray.exceptions.RayError:  # bad settings or a lost node: the actor reads its own
                     pass
         return dict(self._settings)
+
+    def _check_model(self, model: str, wait_s: float = 0) -> None:
+        """Refuse a model no node can fly, before anything is placed: when every node's
+        settings are in and every node runs the built-in vehicle (a node with a real
+        SITL binary is left to say for itself: its files are not on this machine)."""
+        from ..config import ValidatedSettings
+        from ..process.managed import resolve_binary
+
+        known = self._node_settings(wait_s)
+        live = {n["node_id"] for n in self.nodes() if n[RESOURCE] >= 1}
+        if not live or not live <= set(known) or any(known[n]["sitl_binary"] is not None for n in live):
+            return
+        resolve_binary(ValidatedSettings(known[next(iter(live))]), model)  # the built-in vehicle's answer
 
     # ---- the cluster ---------------------------------------------------------------------
 
@@ -125,49 +147,66 @@ class Fleet:
         """A SITL launched on whichever node has room, as a ``RemoteSitl``. ``wait_s``: how
         long to wait for a free slot (None: as long as it takes; 0: fail at once)."""
         import ray
+        from ray.util import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+        from ..flight import check_finite
+        from ..sessions import check_open_args
+
+        self._check_usable()
+        model, speedup, label, home, params = check_open_args(model, speedup, label, home, params)
+        if wait_s is not None:
+            wait_s = max(0.0, check_finite(wait_s, "wait_s", unit="s"))
         total = self._need_capacity()
         self._read_settings(total)
-        deadline = None if wait_s is None else time.monotonic() + max(0.0, wait_s)
-        slots: list = []  # actors kept on nodes that refused, so Ray places the next one elsewhere
+        self._check_model(model)
+        for h in list(self._open):  # a slot Ray moved off a dead node is given back
+            if h._lost_with_node():
+                self._forget(h)
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        refused_slots: list = []  # slots kept on nodes that refused, so Ray places the next one elsewhere
         refused = None
         try:
             while True:
-                if wait_s is not None and wait_s <= 0 and self.capacity()[1] < 1:
-                    raise NoRoom(self._no_room(total, None, refused))
-                launch = dict(model=model, speedup=speedup, params=params, home=home, label=label, wipe=wipe)
-                actor = self._actor_cls.options(resources={RESOURCE: 1}, num_cpus=0).remote(self._node_settings(), launch)
-                placed = actor.ready.remote()
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if wait_s is not None and wait_s <= 0:
-                    left = START_TIMEOUT_S  # a free slot was seen: allow the start itself
-                done, _ = ray.wait([placed], timeout=left)
+                # the slot is reserved first (no worker starts for that): whether there is room
+                # is known at once, even with other callers racing for the last slot
+                slot = placement_group([{RESOURCE: 1}])
+                left = None if deadline is None else max(SLOT_GRACE_S, deadline - time.monotonic())
+                done, _ = ray.wait([slot.ready()], timeout=left)
                 if not done:
-                    ray.kill(actor)
+                    remove_placement_group(slot)
                     raise NoRoom(self._no_room(total, wait_s, refused))
+                launch = dict(model=model, speedup=speedup, params=params, home=home, label=label, wipe=wipe)
+                actor = self._actor_cls.options(
+                    resources={RESOURCE: 1}, num_cpus=0,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(slot, placement_group_bundle_index=0),
+                ).remote(self._node_settings(), launch)
                 try:
-                    ray.get(placed)
+                    ray.get(actor.ready.remote(), timeout=START_TIMEOUT_S)
                     info = ray.get(actor.open.remote(), timeout=START_TIMEOUT_S)
                 except ray.exceptions.RayTaskError as e:
                     ray.kill(actor)
+                    remove_placement_group(slot)
                     raise unwrap(e) from None
                 except ray.exceptions.RayError as e:
                     ray.kill(actor)
+                    remove_placement_group(slot)
                     raise FleetError(f"the actor for a new SITL died while starting: {ray_reason(e)}; try again") from None
                 if "refused" in info:
                     log.info("node %s refused a lease: %s; placing elsewhere", info["host"], info["refused"])
-                    slots.append(actor)
+                    ray.kill(actor)
+                    refused_slots.append(slot)
                     refused = f"{info['host']} (node {info['node_id'][:8]}): {info['refused']}"
-                    if len(slots) >= total:
+                    if len(refused_slots) >= total:
                         raise NoRoom(f"every node Ray placed the SITL on refused a lease (last: {info['host']}: "
                                      f"{info['refused']}); SITLs started outside sitlpool hold the instances Ray counts as free")
                     continue
-                sitl = RemoteSitl(actor, info, self)
+                sitl = RemoteSitl(actor, info, self, slot)
                 self._open.add(sitl)
                 return sitl
         finally:
-            for a in slots:
-                ray.kill(a)
+            for slot in refused_slots:
+                remove_placement_group(slot)
 
     def _no_room(self, total: float, waited: float | None, refused: str | None = None) -> str:
         how = "at once (wait_s=0)" if not waited else f"within {waited:g}s"
@@ -192,15 +231,29 @@ class Fleet:
         item lost with its node is run again elsewhere, up to ``retries`` times."""
         import ray
 
+        from ..sessions import check_open_args
         from .progress import MapProgress, node_key
 
+        self._check_usable()
+        # what every item shares is checked once, here: not a batch of identical failures
+        model, checked, label, home, params = check_open_args(model, 1 if speedup is None else speedup, label, home, params)
+        speedup = None if speedup is None else checked
         items = list(items)
-        self._need_capacity()
+        total = self._need_capacity()
+        self._read_settings(total)
+        self._check_model(model, wait_s=10)  # a batch can wait for the nodes' settings
         opts = {"model": model, "speedup": speedup, "params": params, "home": home, "label": label}
         task = _remote(self._node.run_item, num_cpus=0, max_retries=0, resources={RESOURCE: 1})
         show = progress if progress is not None else _stderr_is_terminal()
         tally = _remote(self._node.Tally, num_cpus=0).remote() if show else None
-        fn_ref = ray.put(fn)  # shipped once, not once per item
+        try:
+            fn_ref = ray.put(fn)  # shipped once, not once per item
+        except Exception as e:  # pickling: Ray's own message is a many-line dump
+            if tally is not None:
+                ray.kill(tally)
+            raise FleetError(f"the function {getattr(fn, '__name__', fn)!r} cannot be sent to the nodes "
+                             f"({type(e).__name__}: {ray_reason(e)[:200]}); define it at the top of a module or "
+                             "script, using only what can be pickled") from None
         results: list = [None] * len(items)
         pending: dict = {}
         attempts = [0] * len(items)
@@ -209,7 +262,14 @@ class Fleet:
 
         def submit(i: int) -> None:
             attempts[i] += 1
-            pending[task.remote(fn_ref, items[i], i, opts, tally)] = i
+            try:
+                pending[task.remote(fn_ref, items[i], i, opts, tally)] = i
+            except Exception as e:  # the item cannot be pickled: that item's failure
+                fail(i, "Unpicklable", f"item {i} cannot be sent to a node ({type(e).__name__}: {ray_reason(e)[:200]})")
+
+        def fail(i: int, kind: str, message: str) -> None:
+            results[i] = ItemFailed(i, items[i], {"type": kind, "message": message, "attempts": attempts[i]})
+            bar.finished(i, None, ok=False)
 
         try:
             for i in range(len(items)):
@@ -245,6 +305,15 @@ class Fleet:
                             slots.append(self._slot_cls.options(
                                 resources={RESOURCE: 1}, num_cpus=0,
                                 scheduling_strategy=_on_node(out["node_id"])).remote())
+                            if len(slots) >= total:  # every slot is refused: nothing waiting could ever run
+                                why = (f"every sitl slot of the cluster was refused by its node's lease (last: {out['host']}: "
+                                       f"{out['message']}); SITLs started outside sitlpool hold the instances Ray counts as free")
+                                fail(i, "NoRoom", why)
+                                for ref, j in list(pending.items()):
+                                    ray.cancel(ref, force=True)
+                                    del pending[ref]
+                                    fail(j, "NoRoom", why)
+                                continue
                             attempts[i] -= 1
                             submit(i)
                             continue
@@ -267,6 +336,7 @@ class Fleet:
         gathered by one task pinned to each node, and their rows with the node in each."""
         import ray
 
+        self._check_usable()
         fn = _remote(self._node.node_status, num_cpus=0, max_retries=0)
         nodes = self.nodes()
         refs = {n["node_id"]: fn.options(scheduling_strategy=_on_node(n["node_id"])).remote(all) for n in nodes}
@@ -297,18 +367,61 @@ class Fleet:
                 pass
 
     def close(self) -> None:
-        """Close every SITL this fleet opened (and the Ray it started, if it started one)."""
+        """Close every SITL this fleet opened; the last ``Fleet`` of the process to close
+        stops the Ray connection a ``Fleet`` started (one the caller made is left alone)."""
         import ray
 
+        if self._closed:
+            return
         self.close_all()
-        if self._started_ray and ray.is_initialized():
-            ray.shutdown()
+        self._closed = True
+        with _CONNECTION_LOCK:
+            _CONNECTION["users"] -= 1
+            if _CONNECTION["users"] <= 0 and _CONNECTION["started"]:
+                _CONNECTION.update(users=0, started=False)
+                if ray.is_initialized():
+                    ray.shutdown()
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise FleetError("this Fleet was closed; make a new one (Fleet(address)) to place more SITLs")
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+# this process's one connection to Ray (Ray allows one): whether a Fleet started it, and how
+# many Fleets use it (the pytest plugin's, a server's and a user's may share it)
+_CONNECTION = {"started": False, "users": 0}
+_CONNECTION_LOCK = threading.Lock()
+
+
+def _same_cluster(address: str | None) -> None:
+    """A process already connected to Ray can only reach that cluster: an address naming
+    another one is an error, not a fleet silently placed elsewhere."""
+    if address is None or address == "auto" or "://" in address:
+        return
+    import ray
+
+    gcs = ray.get_runtime_context().gcs_address or ""
+    if _endpoint(address) != _endpoint(gcs):
+        raise FleetError(f"this process is already connected to the Ray cluster at {gcs}, not {address}; Ray allows one "
+                         "cluster per process: use that address, or another process for the other cluster")
+
+
+def _endpoint(address: str) -> tuple[str, str]:
+    import socket
+
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        host = socket.gethostbyname(host)
+    except OSError:
+        pass
+    return host, port
 
 
 def _reachable(address: str, timeout: float = 5.0) -> None:

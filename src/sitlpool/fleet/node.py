@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 
-from ..errors import LeaseError, SitlpoolError
+from ..errors import LeaseError, OwnerError, SitlpoolError
 
 # ``open`` and the flight calls block at most 55 s (sessions.MAX_BLOCK_S); a thread pool
 # lets snapshot answer while another caller waits in wait_until
@@ -74,6 +74,8 @@ class SitlActor:
             self.sessions = Sessions(settings=ValidatedSettings(values) if values else None,
                                      server_id=f"ray-{os.getpid()}")
             s = self.sessions.open(**launch)
+        except OwnerError as e:  # the label is wrong, not the node's count
+            out.set_exception(e)
         except LeaseError as e:
             out.set_result({"refused": str(e), **self.ident})
         except BaseException as e:  # the caller of open gets it, as if raised there
@@ -164,6 +166,8 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
                         model=opts.get("model", "quad"), speedup=opts.get("speedup"), params=opts.get("params"),
                         home=opts.get("home"))
         except LeaseError as e:
+            if isinstance(e, OwnerError):  # the label is wrong, not the node's count: this item's failure
+                raise
             return {"kind": "refused", "message": str(e), **ident}
         try:
             result = fn(Sitl(h), item)

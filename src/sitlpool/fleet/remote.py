@@ -15,9 +15,16 @@ CALL_TIMEOUT_S = 75.0  # the longest actor call blocks 55 s (open, wait_until): 
 
 
 def unwrap(e: BaseException) -> BaseException:
-    """Ray wraps an actor's exception in RayTaskError: give back our own error."""
+    """Ray wraps an actor's or task's exception in RayTaskError: give back our own error, or
+    one line naming what the node raised (not Ray's traceback of it)."""
+    import ray
+
     cause = getattr(e, "cause", None)
-    return cause if isinstance(cause, SitlpoolError) else e
+    if isinstance(cause, SitlpoolError):
+        return cause
+    if isinstance(e, ray.exceptions.RayTaskError) and cause is not None:
+        return SitlpoolError(f"{type(cause).__name__} on the node: {ray_reason(cause)[:300]}")
+    return e
 
 
 def ray_reason(e: BaseException) -> str:
@@ -30,9 +37,10 @@ class RemoteSitl:
     """A SITL on a node of the cluster. ``instance``, ``node_id``, ``host`` and ``label`` are
     fixed at open; the flight calls go to the actor that owns the SITL."""
 
-    def __init__(self, actor, info: dict, fleet=None):
+    def __init__(self, actor, info: dict, fleet=None, slot=None):
         self._actor = actor
         self._fleet = fleet
+        self._slot = slot  # the placement group that reserved its sitl slot (removed with it)
         self.info = info
         self.session_id: str = info["session_id"]
         self.label: str = info["label"]
@@ -64,8 +72,40 @@ class RemoteSitl:
             raise FleetError(f"{self.label} on {self.host}: no answer to {method} within {timeout:g}s; "
                              "the node may be overloaded or unreachable (fleet.status() shows the cluster)") from None
         except ray.exceptions.RayError as e:  # actor died, node died, actor unavailable
+            if self._closed:  # a call that raced close(): the actor was ended on purpose
+                raise NotRunning(f"{self.label} (instance {self.instance} on {self.host}) was closed; open a new one") from None
             self._died = ray_reason(e)
+            self._release_slot()
             raise SitlDied(self._died_message()) from None
+
+    def _release_slot(self) -> None:
+        """Give the sitl slot back to the cluster (after a death Ray would keep it reserved,
+        moved to another node)."""
+        slot, self._slot = self._slot, None
+        if slot is not None:
+            from ray.util import remove_placement_group
+
+            try:
+                remove_placement_group(slot)
+            except Exception:  # pragma: no cover - already removed, or the connection is gone
+                pass
+
+    def _lost_with_node(self) -> bool:
+        """True (and the handle says died) when Ray moved its slot off its node: the node died."""
+        if self._slot is None or self.dead:
+            return False
+        from ray.util import placement_group_table
+
+        try:
+            t = placement_group_table(self._slot)
+        except Exception:  # pragma: no cover - the connection is gone
+            return False
+        nodes = set((t.get("bundles_to_node_id") or {}).values())
+        if t.get("state") == "CREATED" and nodes == {self.node_id}:
+            return False
+        self._died = f"its node {self.node_id[:8]} ({self.host}) is gone (Ray placement group {t.get('state')})"
+        self._release_slot()
+        return True
 
     def _died_message(self) -> str:
         return (f"died: {self.label} (instance {self.instance} on {self.host}, node {self.node_id[:8]}): {self._died}; "
@@ -175,6 +215,7 @@ class RemoteSitl:
                 ray.kill(self._actor)
             except Exception:  # pragma: no cover - the actor or the connection is already gone
                 pass
+            self._release_slot()
             if self._fleet is not None:
                 self._fleet._forget(self)
             return out
