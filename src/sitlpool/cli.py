@@ -217,7 +217,7 @@ def status_table(doc: dict):
 
 
 def cmd_status(a) -> int:
-    if getattr(a, "ray", None):
+    if getattr(a, "ray", None) is not None:
         from .fleet import cli as fleet_cli
 
         return fleet_cli.cmd_status(a)
@@ -444,7 +444,7 @@ def parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="the MCP server (stdio, or streamable HTTP on loopback)")
     sv.add_argument("--http", type=port_arg, metavar="PORT")
     sv.add_argument("--host", default="127.0.0.1", help="loopback only")
-    sv.add_argument("--ray", metavar="ADDRESS", help="place open_sitl sessions on this Ray cluster (HOST:PORT of its head)")
+    sv.add_argument("--ray", metavar="ADDRESS", type=fleet_cli.ray_address, help="place open_sitl sessions on this Ray cluster (HOST:PORT of its head)")
     sv.set_defaults(fn=cmd_serve)
     sm = sub.add_parser("sim", help="the built-in vehicle (same flags as SITL)", add_help=False)
     sm.add_argument("args", nargs=argparse.REMAINDER)

@@ -31,7 +31,7 @@ def add_subcommands(sub) -> None:
                                    "(one scenario on a ready, leased SITL). One JSON line per item, in item order; "
                                    "exit 1 if any item failed.")
     b.add_argument("file", help="the scenario module (.py)")
-    b.add_argument("--ray", metavar="ADDRESS", help="the cluster's head (HOST:PORT); default: a Ray of this machine")
+    b.add_argument("--ray", metavar="ADDRESS", type=ray_address, help="the cluster's head (HOST:PORT); default: a Ray of this machine")
     b.add_argument("--model", default="quad")
     b.add_argument("--speedup", type=float, default=None, help="SITL speedup (default SITLPOOL_SPEEDUP)")
     b.add_argument("--retries", type=int, default=1, help="times an item lost with its node runs again elsewhere")
@@ -42,12 +42,30 @@ def add_subcommands(sub) -> None:
 
 def add_status_option(status_parser) -> None:
     """``--ray ADDRESS`` on ``sitlpool status``."""
-    status_parser.add_argument("--ray", metavar="ADDRESS", help="every node of the Ray cluster at ADDRESS (HOST:PORT)")
+    status_parser.add_argument("--ray", metavar="ADDRESS", type=ray_address, help="every node of the Ray cluster at ADDRESS (HOST:PORT)")
 
 
 def cmd_ray_resources(a) -> int:
     print(ray_resources_json())
     return 0
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:300]
+
+
+def ray_address(text: str) -> str:
+    """``--ray ADDRESS``: the head's ``HOST:PORT`` (or Ray's own ``auto`` / ``ray://...``),
+    refused as misuse when blank or malformed (an unset ``$RAY_ADDRESS`` gives ``""``)."""
+    import argparse
+
+    t = text.strip()
+    host, sep, port = t.rpartition(":")
+    if t == "auto" or t.startswith("ray://") or (sep and host.strip("[]") and port.isascii() and port.isdigit()
+                                                   and 0 < int(port) < 65536):
+        return t
+    raise argparse.ArgumentTypeError(f"Ray address {text!r} is not HOST:PORT; give the head's address as ray start "
+                                     "--head prints it, e.g. 10.0.0.5:6379")
 
 
 def load_scenarios(path: str):
@@ -61,7 +79,10 @@ def load_scenarios(path: str):
     try:
         spec.loader.exec_module(mod)
     except Exception as e:
-        raise SitlpoolError(f"scenario file {path} failed to load: {type(e).__name__}: {e}; fix it and run again") from None
+        raise SitlpoolError(f"scenario file {path} failed to load: {type(e).__name__}: {_one_line(e)}; fix it and run again") from None
+    except SystemExit as e:
+        raise SitlpoolError(f"scenario file {path} called sys.exit({e.code!r}) while loading; a scenario file only defines "
+                            "items() and run(sitl, item)") from None
     for name in ("items", "run"):
         if not callable(getattr(mod, name, None)):
             raise SitlpoolError(f"scenario file {path} has no function {name}(); it needs items() and run(sitl, item)")
@@ -95,7 +116,11 @@ def cmd_batch(a) -> int:
     from .fleet import Fleet
 
     mod = load_scenarios(a.file)
-    items = list(mod.items())
+    try:
+        items = list(mod.items())
+    except Exception as e:
+        raise SitlpoolError(f"scenario file {a.file}: items() raised {type(e).__name__}: {_one_line(e)}; it must return "
+                            "the scenarios (a list or any iterable)") from None
     fleet = Fleet(a.ray)
     try:
         results = fleet.map(mod.run, items, model=a.model, speedup=a.speedup, retries=a.retries, progress=a.progress)
