@@ -440,7 +440,8 @@ def test_batch_with_a_broken_scenario_file_says_so_in_one_line(cluster, env, tmp
     """Guard: a file that does not exist, does not parse, or lacks items()/run()."""
     for name, (text, _) in SCENARIO_FILES.items():
         (tmp_path / name).write_text(text)
-    cases = [("missing.py", "does not exist"), *((n, w) for n, (_, w) in SCENARIO_FILES.items())]
+    (tmp_path / "adir").mkdir()
+    cases = [("missing.py", "does not exist"), ("adir", "is a directory"), *((n, w) for n, (_, w) in SCENARIO_FILES.items())]
     with ThreadPoolExecutor(len(cases)) as ex:
         results = list(ex.map(lambda c: cli(env, "batch", str(tmp_path / c[0]), "--ray", cluster.address), cases))
     for (name, words), r in zip(cases, results):

@@ -72,7 +72,8 @@ def load_scenarios(path: str):
     """The user's scenario module, shipped to the nodes by value (they need not have the file)."""
     p = Path(path)
     if not p.is_file():
-        raise SitlpoolError(f"scenario file {path} does not exist; give a .py file with items() and run(sitl, item)")
+        what = "is a directory" if p.is_dir() else "is not a regular file" if p.exists() else "does not exist"
+        raise SitlpoolError(f"scenario file {path} {what}; give a .py file with items() and run(sitl, item)")
     spec = importlib.util.spec_from_file_location(f"sitlpool_batch_{abs(hash(str(p.resolve())))}", p)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
