@@ -18,6 +18,7 @@ import pytest
 from conftest import listening, processes_under, release_blocks, reserve_blocks, start_sim, wait_for
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.xdist_group("fleet")  # one worker, one cluster for the module (--dist loadgroup)
 
 import ray_cluster  # noqa: E402
 from ray_cluster import RayCluster  # noqa: E402

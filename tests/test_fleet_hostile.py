@@ -22,6 +22,7 @@ import pytest
 from conftest import processes_under, release_blocks, reserve_blocks, wait_for
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.xdist_group("fleet_hostile")  # one worker, one cluster for the module (--dist loadgroup)
 
 from ray_cluster import RayCluster  # noqa: E402
 

@@ -74,6 +74,7 @@ class Fleet:
         self._settings_refs: dict = {}  # node_settings task -> the node it reads
         self._settings: dict[str, dict] = {}  # node id -> its settings_values, once read
         self._settings_total = 0.0  # the cluster's sitl slots when the nodes were last listed
+        self._settings_lock = threading.Lock()
         self._read_settings(self.capacity()[0])
 
     def _read_settings(self, total: float) -> None:
@@ -82,23 +83,27 @@ class Fleet:
         them, so its fresh process skips importing pydantic-settings; on a node not read
         yet (or whose settings are bad) the actor reads its own, and says what is wrong.
         Called again when the cluster's slot count changes (a node joined or left)."""
-        if total == self._settings_total:
-            return
-        self._settings_total = total
-        fn = _remote(self._node.node_settings, num_cpus=0, max_retries=0)
-        asked = set(self._settings_refs.values())
-        for n in self.nodes():
-            if n[RESOURCE] >= 1 and n["node_id"] not in asked:
-                self._settings_refs[fn.options(scheduling_strategy=_on_node(n["node_id"])).remote()] = n["node_id"]
+        with self._settings_lock:  # opens run on many threads at once (the pytest plugin, serve)
+            if total == self._settings_total:
+                return
+            self._settings_total = total
+            fn = _remote(self._node.node_settings, num_cpus=0, max_retries=0)
+            asked = set(self._settings_refs.values()) | set(self._settings)
+            for n in self.nodes():
+                if n[RESOURCE] >= 1 and n["node_id"] not in asked:
+                    self._settings_refs[fn.options(scheduling_strategy=_on_node(n["node_id"])).remote()] = n["node_id"]
 
     def _node_settings(self, wait_s: float = 0) -> dict[str, dict]:
         """The node settings read so far (waiting up to ``wait_s`` for the rest)."""
         import ray
 
-        if self._settings_refs:
-            done, _ = ray.wait(list(self._settings_refs), num_returns=len(self._settings_refs), timeout=wait_s)
+        refs = list(self._settings_refs)
+        if refs:
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
             for ref in done:
-                nid = self._settings_refs.pop(ref)
+                nid = self._settings_refs.pop(ref, None)
+                if nid is None:  # another thread took it in
+                    continue
                 try:
                     self._settings[nid] = ray.get(ref)[1]
                 except ray.exceptions.RayError:  # bad settings or a lost node: the actor reads its own
@@ -176,22 +181,27 @@ class Fleet:
                 if not done:
                     remove_placement_group(slot)
                     raise NoRoom(self._no_room(total, wait_s, refused))
-                launch = dict(model=model, speedup=speedup, params=params, home=home, label=label, wipe=wipe)
-                actor = self._actor_cls.options(
-                    resources={RESOURCE: 1}, num_cpus=0,
-                    scheduling_strategy=PlacementGroupSchedulingStrategy(slot, placement_group_bundle_index=0),
-                ).remote(self._node_settings(), launch)
+                actor = None
                 try:
+                    launch = dict(model=model, speedup=speedup, params=params, home=home, label=label, wipe=wipe)
+                    actor = self._actor_cls.options(
+                        resources={RESOURCE: 1}, num_cpus=0,
+                        scheduling_strategy=PlacementGroupSchedulingStrategy(slot, placement_group_bundle_index=0),
+                    ).remote(self._node_settings(), launch)
                     ray.get(actor.ready.remote(), timeout=START_TIMEOUT_S)
                     info = ray.get(actor.open.remote(), timeout=START_TIMEOUT_S)
-                except ray.exceptions.RayTaskError as e:
-                    ray.kill(actor)
+                except BaseException as e:  # whatever went wrong, the slot and the actor go (KeyboardInterrupt too)
+                    if actor is not None:
+                        ray.kill(actor)
                     remove_placement_group(slot)
-                    raise unwrap(e) from None
-                except ray.exceptions.RayError as e:
-                    ray.kill(actor)
-                    remove_placement_group(slot)
-                    raise FleetError(f"the actor for a new SITL died while starting: {ray_reason(e)}; try again") from None
+                    if isinstance(e, ray.exceptions.RayTaskError):
+                        raise unwrap(e) from None
+                    if isinstance(e, ray.exceptions.GetTimeoutError):
+                        raise FleetError(f"the SITL's actor was not ready within {START_TIMEOUT_S:g}s of being placed; "
+                                         "the node may be overloaded (fleet.status() shows the cluster)") from None
+                    if isinstance(e, ray.exceptions.RayError):
+                        raise FleetError(f"the actor for a new SITL died while starting: {ray_reason(e)}; try again") from None
+                    raise
                 if "refused" in info:
                     log.info("node %s refused a lease: %s; placing elsewhere", info["host"], info["refused"])
                     ray.kill(actor)
