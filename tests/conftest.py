@@ -331,3 +331,39 @@ class Gcs:
 
     def close(self):
         self.m.close()
+
+
+@pytest.fixture(scope="session")
+def fleet_cluster():
+    """One real 3-node loopback Ray cluster (2 sitl slots per node, each node its own pool and
+    data dir) for the fleet modules, which share the xdist group "fleet": one cluster per
+    run. test_fleet_node_loss.py kills a node: it runs last of them."""
+    ray = pytest.importorskip("ray")
+    from ray_cluster import RayCluster
+
+    from sitlpool.fleet import Fleet
+
+    blocks = reserve_blocks(3)
+    pools = [blocks[0:2], blocks[6:8], blocks[12:14]]
+    c = RayCluster.start(pools, sitl_per_node=2, timeout=120)
+    try:
+        c.fleet = Fleet(c.address)
+        yield c
+    finally:
+        try:
+            if ray.is_initialized():
+                c.fleet.close()
+                ray.shutdown()
+        finally:
+            c.stop()
+            release_blocks(blocks)
+
+
+@pytest.fixture
+def by_value(request):
+    """The requesting test module pickled by value: the nodes need not import it."""
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(request.module)
+    yield
+    cloudpickle.unregister_pickle_by_value(request.module)

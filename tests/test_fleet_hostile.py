@@ -1,7 +1,7 @@
 """A demanding user's pass over the Ray fleets (issue 13): bad input to ``Fleet.open`` and
 ``map``, handles used while and after they close, the CLI forms given bad addresses and
 broken scenario files, a GCS on a remote SITL's serial1, and two driver processes opening
-at once. One 3-node loopback cluster for the whole module (tests/ray_cluster.py).
+at once. The fleet modules' one 3-node loopback cluster (conftest's fleet_cluster).
 
 Tests marked ``# BUG:`` fail on the code they were written against: each names what a
 user hits; the proposed fix is in /work/helpers/fleethostile/notes.md."""
@@ -19,12 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import processes_under, release_blocks, reserve_blocks, wait_for
+from conftest import processes_under, wait_for
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.xdist_group("fleet_hostile")  # one worker, one cluster for the module (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group("fleet")  # the fleet modules share one worker and one cluster (--dist loadgroup)
 
-from ray_cluster import RayCluster  # noqa: E402
 
 SPEEDUP = 10
 SLOTS = 6  # 3 nodes x 2
@@ -34,28 +33,9 @@ def quick(sitl, item):
     return {"item": item, "instance": sitl.instance}
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    from ray import cloudpickle
-
-    from sitlpool.fleet import Fleet
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    blocks = reserve_blocks(3)
-    pools = [blocks[0:2], blocks[6:8], blocks[12:14]]
-    c = RayCluster.start(pools, sitl_per_node=2, timeout=120)
-    try:
-        c.fleet = Fleet(c.address)
-        yield c
-    finally:
-        try:
-            if ray.is_initialized():
-                c.fleet.close()
-                ray.shutdown()
-        finally:
-            c.stop()
-            release_blocks(blocks)
-            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+@pytest.fixture
+def cluster(fleet_cluster, by_value):
+    return fleet_cluster
 
 
 def sitls_of(node) -> list[int]:
