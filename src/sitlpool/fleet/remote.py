@@ -63,7 +63,7 @@ class RemoteSitl:
         if self._died is not None:
             raise SitlDied(self._died_message())
         if self._closed:
-            raise NotRunning(f"{self.label} (instance {self.instance} on {self.host}) was closed; open a new one")
+            raise self._closed_error()
         try:
             return ray.get(getattr(self._actor, method).remote(*args), timeout=timeout)
         except ray.exceptions.RayTaskError as e:
@@ -73,7 +73,7 @@ class RemoteSitl:
                              "the node may be overloaded or unreachable (fleet.status() shows the cluster)") from None
         except ray.exceptions.RayError as e:  # actor died, node died, actor unavailable
             if self._closed:  # a call that raced close(): the actor was ended on purpose
-                raise NotRunning(f"{self.label} (instance {self.instance} on {self.host}) was closed; open a new one") from None
+                raise self._closed_error() from None
             self._died = ray_reason(e)
             self._release_slot()
             raise SitlDied(self._died_message()) from None
@@ -106,6 +106,9 @@ class RemoteSitl:
         self._died = f"its node {self.node_id[:8]} ({self.host}) is gone (Ray placement group {t.get('state')})"
         self._release_slot()
         return True
+
+    def _closed_error(self) -> NotRunning:
+        return NotRunning(f"{self.label} (instance {self.instance} on {self.host}) was closed; open a new one")
 
     def _died_message(self) -> str:
         return (f"died: {self.label} (instance {self.instance} on {self.host}, node {self.node_id[:8]}): {self._died}; "
