@@ -118,10 +118,16 @@ class Fleet:
         from ..process.managed import resolve_binary
 
         known = self._node_settings(wait_s)
-        live = {n["node_id"] for n in self.nodes() if n[RESOURCE] >= 1}
-        if not live or not live <= set(known) or any(known[n]["sitl_binary"] is not None for n in live):
+        if not known or any(v["sitl_binary"] is not None for v in known.values()):
             return
-        resolve_binary(ValidatedSettings(known[next(iter(live))]), model)  # the built-in vehicle's answer
+        try:
+            resolve_binary(ValidatedSettings(next(iter(known.values()))), model)  # the built-in vehicle's answer
+        except SitlpoolError:
+            # only then ask Ray for the live nodes (a GCS call kept off open's usual path): a
+            # node not read yet may run a real SITL that flies it
+            live = {n["node_id"] for n in self.nodes() if n[RESOURCE] >= 1}
+            if live and live <= set(known) and all(known[n]["sitl_binary"] is None for n in live):
+                raise
 
     # ---- the cluster ---------------------------------------------------------------------
 
