@@ -53,7 +53,6 @@ def main() -> None:
     from ray import cloudpickle
 
     from ray_cluster import RayCluster
-
     from sitlpool.fleet import Fleet
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -96,7 +95,11 @@ def main() -> None:
         mo, ml, ma = statistics.median(opens), statistics.median(local), statistics.median(actor_start)
         report("fleet.open to ready", stats(opens))
         report("local ManagedManager.start to ready", stats(local))
-        report("  fleet.open - one actor start (what sitlpool adds on the node)", fmt(mo - ma), f"≤ 1.5 x local = {fmt(1.5 * ml)}")
+        report(
+            "  fleet.open - one actor start (what sitlpool adds on the node)",
+            fmt(mo - ma),
+            f"≤ 1.5 x local = {fmt(1.5 * ml)}",
+        )
         report("  fleet.open / (1.5 x local + one actor start)", f"{mo / (1.5 * ml + ma):.2f}", "≤ 1")
         if OPEN_ONLY:
             s.close()
@@ -119,8 +122,10 @@ def main() -> None:
 
         ok = [r for r in results if not isinstance(r, ItemFailed)]
         bad = [r for r in results if isinstance(r, ItemFailed)]
-        report(f"fleet.map of {N_HOPS} hops, 6 slots on 3 nodes: wall", fmt(wall)
-               + (f" ({len(bad)} failed, e.g. {bad[0]})" if bad else ""))
+        report(
+            f"fleet.map of {N_HOPS} hops, 6 slots on 3 nodes: wall",
+            fmt(wall) + (f" ({len(bad)} failed, e.g. {bad[0]})" if bad else ""),
+        )
         report("  one hop's flight (median inside fn)", fmt(statistics.median(r["fly_s"] for r in ok)))
         per_slot = wall * 6 / N_HOPS  # slot-seconds each scenario used
         report("  slot time per scenario (launch + flight + Ray)", fmt(per_slot))
@@ -130,12 +135,31 @@ def main() -> None:
         (tmp / "suite" / "test_hops.py").write_text(textwrap.dedent(PYTEST_HOPS.format(n=N_HOPS)))
         env = dict(os.environ, SITLPOOL_DATA_DIR=str(tmp / "pytest"), SITLPOOL_POOL=f"{BASE + 30}-{BASE + 35}")
         t = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "6", "-p", "xdist", "-p", "no:cacheprovider",
-                            f"--sitl-speedup={SPEEDUP}", "test_hops.py"], cwd=tmp / "suite", env=env,
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-n",
+                "6",
+                "-p",
+                "xdist",
+                "-p",
+                "no:cacheprovider",
+                f"--sitl-speedup={SPEEDUP}",
+                "test_hops.py",
+            ],
+            cwd=tmp / "suite",
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         pwall = time.monotonic() - t
-        report(f"pytest -n 6 of the same {N_HOPS} hops on one machine: wall", fmt(pwall)
-               + ("" if r.returncode == 0 else f" (FAILED: {r.stdout[-300:]})"))
+        report(
+            f"pytest -n 6 of the same {N_HOPS} hops on one machine: wall",
+            fmt(pwall) + ("" if r.returncode == 0 else f" (FAILED: {r.stdout[-300:]})"),
+        )
         over = (wall - pwall) / N_HOPS * 6 / per_slot * 100
         report("  Ray's overhead per scenario vs pytest -n (share of a scenario)", f"{over:.1f}%", "< 5% of a hop")
         fleet.close()

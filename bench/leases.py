@@ -21,7 +21,12 @@ BASE = 2000  # instances 2000-2019: ports far from anything real
 
 
 def child(code: str, *args) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        text=True,
+    )
     assert p.stdout.readline().strip() == "ready"
     return p
 
@@ -71,12 +76,15 @@ def probe_figures(lock_dir, pool20, case: str) -> None:
         lease.release()
 
     want = {("tcp", x) for x in p.tcp} | {("udp", x) for x in p.udp}
-    r = interleaved({
-        "plain": lambda: plain.acquire("b", instance=BASE).release(),
-        "probed": lambda: probed.acquire("b", instance=BASE).release(),
-        "peer": peer_style,
-        "probe": lambda: probe(p),
-    }, 3000)
+    r = interleaved(
+        {
+            "plain": lambda: plain.acquire("b", instance=BASE).release(),
+            "probed": lambda: probed.acquire("b", instance=BASE).release(),
+            "peer": peer_style,
+            "probe": lambda: probe(p),
+        },
+        3000,
+    )
     old = timeit(lambda: bound(want, read_sockets()), 100)
     report(f"acquire+release, no probe{case}", stats(r["plain"]))
     report(f"acquire+release, probe of all 6 ports{case}", stats(r["probed"]), "≤ the peer-style figure")
@@ -113,7 +121,11 @@ def main() -> None:
         lock_dir,
         BASE,
     )
-    report("first free with 19 of 20 held by another process", stats(timeit(lambda: pool.acquire("b").release(), 5000)), "≤ 100 µs")
+    report(
+        "first free with 19 of 20 held by another process",
+        stats(timeit(lambda: pool.acquire("b").release(), 5000)),
+        "≤ 100 µs",
+    )
     holder.kill()
     holder.wait()
 
@@ -153,14 +165,16 @@ def main() -> None:
     one = LeasePool(lock_dir, [BASE], check=False)
     lat = []
     for _ in range(50):
-        h.stdin.write("go\n"); h.stdin.flush()
+        h.stdin.write("go\n")
+        h.stdin.flush()
         assert h.stdout.readline().strip() == "held"
         lease = one.acquire("waiter", wait=10)
         got = time.time()
         released = float(h.stdout.readline())
         lat.append(got - released)
         lease.release()
-    h.kill(); h.wait()
+    h.kill()
+    h.wait()
     report("waiter served after a release (wait > 0)", stats(lat), "≤ 100 ms")
 
     big = tmp / "big"
@@ -176,7 +190,12 @@ def main() -> None:
         h.release()
 
     env = dict(os.environ, SITLPOOL_LOCK_DIR=str(big))
-    cli = timeit(lambda: subprocess.run([sys.executable, "-m", "sitlpool.leases", "status"], env=env, stdout=subprocess.DEVNULL, check=True), 20)
+    cli = timeit(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "sitlpool.leases", "status"], env=env, stdout=subprocess.DEVNULL, check=True
+        ),
+        20,
+    )
     report("`python -m sitlpool.leases status` wall (2000 files)", stats(cli), "≤ 100 ms")
 
     # naming the SITL that holds a port, with 11k open fds on the machine
@@ -201,8 +220,10 @@ def main() -> None:
     p5 = ports(BASE + 5)
     assert probe(p5) and f"sitlpool-sim pid {sitl.pid}" in probe(p5)
     report("naming a SITL that holds a port (11k fds open)", stats(timeit(lambda: probe(p5), 200)), "≤ 20 ms")
-    report("  the same with a full /proc scan (no likely-SITL shortcut)",
-           stats(timeit(lambda: name_holders(busy_ports(p5), first=[]), 20)))
+    report(
+        "  the same with a full /proc scan (no likely-SITL shortcut)",
+        stats(timeit(lambda: name_holders(busy_ports(p5), first=[]), 20)),
+    )
     for p in (fds, sitl):
         p.kill()
         p.wait()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _util import fmt, report, stats  # noqa: E402
+
 from sim import connect, first_heartbeat  # noqa: E402
 
 BASE = 2200
@@ -20,11 +21,12 @@ BASE = 2200
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="sitlpool-bench-managed-"))
     os.environ.update(SITLPOOL_DATA_DIR=str(tmp), SITLPOOL_POOL=f"{BASE}-{BASE + 29}")
+    import logging
+
     from sitlpool import pidfiles, procinfo
     from sitlpool.config import load_settings
     from sitlpool.instances import ports
     from sitlpool.process import ManagedManager, reap_orphans
-    import logging
 
     logging.getLogger("sitlpool").setLevel(logging.ERROR)  # the SIGKILLs below are on purpose
 
@@ -33,8 +35,13 @@ def main() -> None:
     bare, managed, death = [], [], []
     for i in range(10):
         t = time.monotonic()
-        p = subprocess.Popen([sys.executable, "-m", "sitlpool.sim", "-I", str(BASE + 29), "--model", "quad", "-w"],
-                             cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "sitlpool.sim", "-I", str(BASE + 29), "--model", "quad", "-w"],
+            cwd=tmp,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         c = connect(ports(BASE + 29).serial0, t + 10)
         first_heartbeat(c)
         bare.append(time.monotonic() - t)
@@ -74,16 +81,29 @@ def main() -> None:
     sleepers = []
     for i in range(20):
         n = BASE + i
-        p = subprocess.Popen([sys.executable, "-m", "sitlpool.sim", "-I", str(n), "--model", "quad"],
-                             cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "sitlpool.sim", "-I", str(n), "--model", "quad"],
+            cwd=tmp,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         sleepers.append(p)
     for i, p in enumerate(sleepers):
         connect_deadline = time.monotonic() + 10
         while procinfo.start_ticks(p.pid) is None and time.monotonic() < connect_deadline:
             time.sleep(0.01)
-        pidfiles.write(s.data_dir, pidfiles.PidRecord(instance=BASE + i, pid=p.pid, pgid=p.pid,
-                                                      start_ticks=procinfo.start_ticks(p.pid), binary=sys.executable,
-                                                      exe=procinfo.exe(p.pid) or ""))
+        pidfiles.write(
+            s.data_dir,
+            pidfiles.PidRecord(
+                instance=BASE + i,
+                pid=p.pid,
+                pgid=p.pid,
+                start_ticks=procinfo.start_ticks(p.pid),
+                binary=sys.executable,
+                exe=procinfo.exe(p.pid) or "",
+            ),
+        )
     time.sleep(1)
     t = time.monotonic()
     reps = reap_orphans(s)
@@ -93,7 +113,9 @@ def main() -> None:
     killed = sum(r.action in ("terminated", "killed") for r in reps)
     # the same scan when nothing is left to kill: the bookkeeping cost alone
     for i, p in enumerate(sleepers):
-        pidfiles.write(s.data_dir, pidfiles.PidRecord(instance=BASE + i, pid=p.pid, pgid=p.pid, start_ticks=1, binary="x"))
+        pidfiles.write(
+            s.data_dir, pidfiles.PidRecord(instance=BASE + i, pid=p.pid, pgid=p.pid, start_ticks=1, binary="x")
+        )
     t = time.monotonic()
     reap_orphans(s)
     scan = time.monotonic() - t

@@ -110,8 +110,11 @@ async def main() -> None:
     async with anyio.create_task_group() as tg:
         for _ in range(10):
             tg.start_soon(hop, env(tmp), 2, many)
-    report("ten servers each flying one vehicle at once (speedup 2)",
-           f"{len(many.get('hops', []))}/10 hops completed in {time.monotonic() - t:.1f} s", "all 10 complete")
+    report(
+        "ten servers each flying one vehicle at once (speedup 2)",
+        f"{len(many.get('hops', []))}/10 hops completed in {time.monotonic() - t:.1f} s",
+        "all 10 complete",
+    )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,13 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 def start(instance: int, cwd: Path, *args) -> subprocess.Popen:
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "sitlpool.sim", "-I", str(instance), "--model", "quad", *args],
-                            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sitlpool.sim", "-I", str(instance), "--model", "quad", *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def connect(port: int, deadline: float) -> socket.socket:
@@ -99,8 +104,11 @@ def main() -> None:
             time.sleep(0.05)
         cpu = (cpu_seconds(p.pid) - c0) / (time.monotonic() - t0) * 100
         what = "all streams at 4 Hz" if streams else "nothing asked"
-        report(f"CPU with one client, speedup {speed}, {what}", f"{cpu:.2f}% of a core",
-               "≤ 2% at speedup 1 (real SITL 4.2%)" if speed == 1 else "")
+        report(
+            f"CPU with one client, speedup {speed}, {what}",
+            f"{cpu:.2f}% of a core",
+            "≤ 2% at speedup 1 (real SITL 4.2%)" if speed == 1 else "",
+        )
         if speed == 1 and not streams:
             report("RSS of one vehicle", f"{rss_mib(p.pid):.1f} MiB", "(real SITL ~8 MiB)")
         s.close()
@@ -134,8 +142,11 @@ def main() -> None:
                         last[i] = now
         worst = max(gaps.values()) if len(gaps) == count else float("inf")
         ok = len(gaps) == count and worst < 1.5
-        report(f"{count} vehicles at once: worst HEARTBEAT gap over 15 s", f"{fmt(worst)} ({'all keep 1 Hz' if ok else 'NOT kept'})",
-               "≥ 40 vehicles keep 1 Hz")
+        report(
+            f"{count} vehicles at once: worst HEARTBEAT gap over 15 s",
+            f"{fmt(worst)} ({'all keep 1 Hz' if ok else 'NOT kept'})",
+            "≥ 40 vehicles keep 1 Hz",
+        )
         for key in list(sel.get_map().values()):
             key.fileobj.close()
         stop(ps)

@@ -33,8 +33,15 @@ class FakeLink:
     def __init__(self):
         from sitlpool.mavlink.link import VehicleState
 
-        self.vehicle = VehicleState(mode="AUTO", armed=True, rel_alt=12.3, battery_remaining=87, voltage=12.1,
-                                    last_heartbeat=time.monotonic(), home=HOME)
+        self.vehicle = VehicleState(
+            mode="AUTO",
+            armed=True,
+            rel_alt=12.3,
+            battery_remaining=87,
+            voltage=12.1,
+            last_heartbeat=time.monotonic(),
+            home=HOME,
+        )
         self.vehicle.texts.append((time.time(), 6, "Mission: 2 WP"))
         self.state = "connected"
         self.name = "bench"
@@ -59,19 +66,35 @@ def ten_minute_recorder():
         lon = HOME[1] + math.degrees(east / (6378137 * math.cos(math.radians(HOME[0]))))
         alt = min(30.0, i * 0.1) if i < n - 300 else max(0.0, 30 - (i - n + 300) * 0.1)
         rec.track.append((t, lat, lon, alt, HOME[2] + alt))
-    rec.events = deque([(t0 - 5, "mode", "STABILIZE"), (t0 + 1, "mode", "GUIDED"), (t0 + 2, "armed", ""),
-                        (t0 + 3, "mode", "AUTO"), (t0 + 300, "mode", "LOITER"), (t0 + 320, "mode", "AUTO"),
-                        (t0 + 560, "mode", "LAND"), (t0 + 599, "disarmed", "")])
-    rec.mission = [{"command": "takeoff", "alt_m": 30}] + [
-        {"command": "waypoint", "lat": HOME[0] + 0.001 * k, "lon": HOME[1] + 0.0015 * (k % 3), "alt_m": 30}
-        for k in range(1, 8)] + [{"command": "land"}]
+    rec.events = deque(
+        [
+            (t0 - 5, "mode", "STABILIZE"),
+            (t0 + 1, "mode", "GUIDED"),
+            (t0 + 2, "armed", ""),
+            (t0 + 3, "mode", "AUTO"),
+            (t0 + 300, "mode", "LOITER"),
+            (t0 + 320, "mode", "AUTO"),
+            (t0 + 560, "mode", "LAND"),
+            (t0 + 599, "disarmed", ""),
+        ]
+    )
+    rec.mission = (
+        [{"command": "takeoff", "alt_m": 30}]
+        + [
+            {"command": "waypoint", "lat": HOME[0] + 0.001 * k, "lon": HOME[1] + 0.0015 * (k % 3), "alt_m": 30}
+            for k in range(1, 8)
+        ]
+        + [{"command": "land"}]
+    )
     return rec
 
 
 def bench_picture() -> None:
-    code = ("import time; t=time.perf_counter(); import sys; sys.path.insert(0, %r); from toolkit import ten_minute_recorder;"
-            "rec=ten_minute_recorder(); t1=time.perf_counter(); from sitlpool import picture; png=picture.of_recorder(rec);"
-            "print(time.perf_counter()-t1, len(png))" % str(Path(__file__).resolve().parent))
+    code = (
+        "import time; t=time.perf_counter(); import sys; sys.path.insert(0, %r); from toolkit import ten_minute_recorder;"
+        "rec=ten_minute_recorder(); t1=time.perf_counter(); from sitlpool import picture; png=picture.of_recorder(rec);"
+        "print(time.perf_counter()-t1, len(png))" % str(Path(__file__).resolve().parent)
+    )
     cold = []
     for _ in range(3):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
@@ -129,7 +152,9 @@ def bench_params() -> None:
             h.link.wait(lambda v: not getattr(v, "booting", False), 15)
             got = []
             samples = timeit(lambda: got.append(params.get_all(h.link)), 5)
-            report(f"get_params, all {got[-1]['total']} parameters of real ArduCopter (speedup 1)", stats(samples), "≤ 3 s")
+            report(
+                f"get_params, all {got[-1]['total']} parameters of real ArduCopter (speedup 1)", stats(samples), "≤ 3 s"
+            )
         finally:
             h.kill(wait=True)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _util import report, stats  # noqa: E402
+
 from sim import connect, first_heartbeat  # noqa: E402
 
 BASE = 2300
@@ -19,8 +20,13 @@ BASE = 2300
 
 def foreign(n: int, cwd: Path):
     """A vehicle someone else runs, with its owner connected on SERIAL0."""
-    p = subprocess.Popen([sys.executable, "-m", "sitlpool.sim", "-I", str(n), "--model", "quad"], cwd=cwd,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "sitlpool.sim", "-I", str(n), "--model", "quad"],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     from sitlpool.instances import ports
 
     owner = connect(ports(n).serial0, time.monotonic() + 10)

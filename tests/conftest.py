@@ -52,8 +52,11 @@ def reserve_blocks(count: int = 1, wait: float = 120.0, real: bool = False) -> l
                 continue
             fds = []
             for b in range(first, first + count):
-                fd = os.open(BLOCK_LOCK_DIR / f"{prefix}-{first_inst + b * BLOCK}.lock",
-                             os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fd = os.open(
+                    BLOCK_LOCK_DIR / f"{prefix}-{first_inst + b * BLOCK}.lock",
+                    os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                    0o600,
+                )
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -262,8 +265,17 @@ sys.stdin.read() if len(sys.argv) > 4 else time.sleep(3600)
 def hold_lease(procs: Procs, lock_dir, instance: int, owner: str, until_stdin_closes=False, **kw) -> subprocess.Popen:
     """A child process holding ``instance``'s lease (returns once it holds it)."""
     extra = ["stdin"] if until_stdin_closes else []
-    p = procs.python(HOLDER, lock_dir, instance, owner, *extra, stdout=subprocess.PIPE,
-                     stdin=subprocess.PIPE if until_stdin_closes else subprocess.DEVNULL, text=True, **kw)
+    p = procs.python(
+        HOLDER,
+        lock_dir,
+        instance,
+        owner,
+        *extra,
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE if until_stdin_closes else subprocess.DEVNULL,
+        text=True,
+        **kw,
+    )
     line = p.stdout.readline()
     assert line.startswith("held"), f"holder failed to lease {instance}: {line!r}"
     return p
@@ -328,7 +340,6 @@ class Gcs:
         assert ack is not None, f"no COMMAND_ACK for {cmd}"
         return ack.result
 
-
     def close(self):
         self.m.close()
 
@@ -340,7 +351,6 @@ def fleet_cluster():
     run. test_fleet_node_loss.py kills a node: it runs last of them."""
     ray = pytest.importorskip("ray")
     from ray_cluster import RayCluster
-
     from sitlpool.fleet import Fleet
 
     blocks = reserve_blocks(3)

@@ -87,8 +87,14 @@ class Vehicle:
             pass
 
 
-def launch(kind: str, binary: Path | None, instance: int, cwd: Path, home_as_two_args: bool = False,
-           speedup: float | None = None) -> Vehicle:
+def launch(
+    kind: str,
+    binary: Path | None,
+    instance: int,
+    cwd: Path,
+    home_as_two_args: bool = False,
+    speedup: float | None = None,
+) -> Vehicle:
     """Start one vehicle in ``cwd`` (its eeprom and logs go there), in its own process group.
     ``home_as_two_args``: ``--home -35.36,...`` as ArduPilot's own tools pass it."""
     cwd.mkdir(parents=True, exist_ok=True)
@@ -99,8 +105,21 @@ def launch(kind: str, binary: Path | None, instance: int, cwd: Path, home_as_two
     extra = cwd / "gcs-tests.parm"
     extra.write_text("".join(f"{k} {v}\n" for k, v in EXTRA_PARAMS.items()))
     if kind == "builtin":
-        cmd = [sys.executable, "-m", "sitlpool.sim", "-I", str(n), "--model", "quad", "--speedup", f"{speedup:g}", "-w", *home,
-               "--defaults", str(extra)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "sitlpool.sim",
+            "-I",
+            str(n),
+            "--model",
+            "quad",
+            "--speedup",
+            f"{speedup:g}",
+            "-w",
+            *home,
+            "--defaults",
+            str(extra),
+        ]
     else:
         # the autotest defaults from the binary's ArduPilot tree (build/sitl/bin/arducopter); a
         # missing --defaults file would make SITL spin at 100% CPU after its first client
@@ -108,13 +127,33 @@ def launch(kind: str, binary: Path | None, instance: int, cwd: Path, home_as_two
         if not parm.is_file():
             pytest.skip(f"{parm} not found: the differential tests need {binary.name} inside an ArduPilot tree")
         # real SITL keeps -I in 8 bits (1000 -> 232): the test instances' ports are given explicitly
-        cmd = [str(binary), "--model", "+", "--speedup", f"{speedup:g}", "-w", *home, "--defaults", f"{parm},{extra}",
-               "--base-port", str(5760 + 10 * n), "--rc-in-port", str(5501 + 10 * n),
-               "--sim-port-in", str(9003 + 10 * n), "--sim-port-out", str(9002 + 10 * n),
-               "--irlock-port", str(9005 + 10 * n), "-I", "0"]
+        cmd = [
+            str(binary),
+            "--model",
+            "+",
+            "--speedup",
+            f"{speedup:g}",
+            "-w",
+            *home,
+            "--defaults",
+            f"{parm},{extra}",
+            "--base-port",
+            str(5760 + 10 * n),
+            "--rc-in-port",
+            str(5501 + 10 * n),
+            "--sim-port-in",
+            str(9003 + 10 * n),
+            "--sim-port-out",
+            str(9002 + 10 * n),
+            "--irlock-port",
+            str(9005 + 10 * n),
+            "-I",
+            "0",
+        ]
     with open(cwd / "stdout", "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     v = Vehicle(kind, n, proc, cwd, 5760 + 10 * n, 5762 + 10 * n, 5763 + 10 * n, binary, speedup)
     try:
         wait_for(lambda: listening(v.serial0) or proc.poll() is not None, 20, what=f"{kind} SERIAL0")
@@ -179,16 +218,21 @@ def cases(groups, xfail: dict[str, str], kinds=KINDS) -> list:
     return out
 
 
-def assert_same(gcs: str, name: str, records: "Records", tolerances: dict) -> None:
+def assert_same(gcs: str, name: str, records: Records, tolerances: dict) -> None:
     """The differential test: scenario ``name``'s records on both vehicles are equal."""
     real = records.get(name, "arducopter")
     ours = records.get(name, "builtin")
-    print(f"{gcs} {name}: built-in {ours['_seconds']}s, ArduCopter {real['_seconds']}s",
-          {k: (ours.get(k), real.get(k)) for k in ours if k.startswith("_") and k != "_seconds"} or "")
+    print(
+        f"{gcs} {name}: built-in {ours['_seconds']}s, ArduCopter {real['_seconds']}s",
+        {k: (ours.get(k), real.get(k)) for k in ours if k.startswith("_") and k != "_seconds"} or "",
+    )
     diff = differences(ours, real, tolerances)
     brief = lambda rec: {k: v for k, v in rec.items() if not isinstance(v, dict)}  # noqa: E731 (dicts: diffed above)
-    assert not diff, (f"{gcs} {name}: the built-in vehicle differs from ArduCopter:\n" + "\n".join(diff)
-                      + f"\nbuilt-in: {brief(ours)}\nArduCopter: {brief(real)}")
+    assert not diff, (
+        f"{gcs} {name}: the built-in vehicle differs from ArduCopter:\n"
+        + "\n".join(diff)
+        + f"\nbuilt-in: {brief(ours)}\nArduCopter: {brief(real)}"
+    )
 
 
 class Records:
@@ -245,6 +289,7 @@ def check(record: dict, expect: dict) -> list[str]:
 def near(target: float, tol: float):
     def f(x):
         return isinstance(x, (int, float)) and abs(x - target) <= tol
+
     f.__doc__ = f"{target} ± {tol}"
     return f
 
@@ -262,10 +307,18 @@ def differences(ours: dict, real: dict, tolerances: dict | None = None, ignore: 
             keys = sorted(x for x in set(a) | set(b) if not _same_number(a.get(x), b.get(x)))
             if keys:
                 shown = ", ".join(f"{x}: {a.get(x, '<missing>')!r} vs {b.get(x, '<missing>')!r}" for x in keys[:30])
-                out.append(f"{k} ({len(keys)} entries differ, built-in vs ArduCopter): {shown}" + (" ..." if len(keys) > 30 else ""))
+                out.append(
+                    f"{k} ({len(keys)} entries differ, built-in vs ArduCopter): {shown}"
+                    + (" ..." if len(keys) > 30 else "")
+                )
             continue
-        if k in tolerances and isinstance(a, (int, float)) and isinstance(b, (int, float)) \
-                and not isinstance(a, bool) and not isinstance(b, bool):
+        if (
+            k in tolerances
+            and isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and not isinstance(a, bool)
+            and not isinstance(b, bool)
+        ):
             if abs(a - b) <= tolerances[k]:
                 continue
         elif a == b:
@@ -303,11 +356,14 @@ class Autotest(Gcs):
 
     def wait_ready_to_arm(self, timeout: float | None = None) -> bool:
         """autotest: SYS_STATUS's pre-arm-check health bit set, and the EKF reports a position."""
+
         def ready():
             s = self.recv("SYS_STATUS", 2)
             e = self.recv("EKF_STATUS_REPORT", 2)
-            return (s is not None and s.onboard_control_sensors_health & PREARM_BIT
-                    and e is not None and e.flags & 0x10)  # EKF_POS_HORIZ_ABS
+            return (
+                s is not None and s.onboard_control_sensors_health & PREARM_BIT and e is not None and e.flags & 0x10
+            )  # EKF_POS_HORIZ_ABS
+
         try:
             wait_for(ready, timeout or self.wall(120), interval=0, what="ready to arm")
             return True
@@ -375,13 +431,18 @@ class Autotest(Gcs):
                 return p.relative_alt / 1000
         return None
 
-    def wait_position(self, lat: float, lon: float, within: float, timeout: float, rel_alt: float | None = None) -> bool:
+    def wait_position(
+        self, lat: float, lon: float, within: float, timeout: float, rel_alt: float | None = None
+    ) -> bool:
         """True once within ``within`` m of (lat, lon) (and 1 m of ``rel_alt`` when given)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             p = self.pos()
-            if p and distance(p.lat / 1e7, p.lon / 1e7, lat, lon) < within and (
-                    rel_alt is None or abs(p.relative_alt / 1000 - rel_alt) < 1):
+            if (
+                p
+                and distance(p.lat / 1e7, p.lon / 1e7, lat, lon) < within
+                and (rel_alt is None or abs(p.relative_alt / 1000 - rel_alt) < 1)
+            ):
                 return True
         return False
 
@@ -428,8 +489,23 @@ class Autotest(Gcs):
             asked.append(req.get_type())
             frame, command, current, p1, p2, p3, p4, lat, lon, z = items[req.seq]
             if use_int:
-                self.m.mav.mission_item_int_send(1, 1, req.seq, frame, command, current, 1, p1, p2, p3, p4,
-                                                 int(round(lat * 1e7)), int(round(lon * 1e7)), z, 0)
+                self.m.mav.mission_item_int_send(
+                    1,
+                    1,
+                    req.seq,
+                    frame,
+                    command,
+                    current,
+                    1,
+                    p1,
+                    p2,
+                    p3,
+                    p4,
+                    int(round(lat * 1e7)),
+                    int(round(lon * 1e7)),
+                    z,
+                    0,
+                )
             else:
                 self.m.mav.mission_item_send(1, 1, req.seq, frame, command, current, 1, p1, p2, p3, p4, lat, lon, z, 0)
         ack = self.recv("MISSION_ACK", 5)
@@ -452,8 +528,18 @@ class Autotest(Gcs):
                 out.append(None)
                 continue
             scale = 1e7 if it.get_type() == "MISSION_ITEM_INT" else 1
-            out.append((it.get_type(), seq, it.frame, it.command, it.current, round(it.x / scale, 6),
-                        round(it.y / scale, 6), round(it.z, 1)))
+            out.append(
+                (
+                    it.get_type(),
+                    seq,
+                    it.frame,
+                    it.command,
+                    it.current,
+                    round(it.x / scale, 6),
+                    round(it.y / scale, 6),
+                    round(it.z, 1),
+                )
+            )
         self.m.mav.mission_ack_send(1, 1, 0, 0)
         return out
 

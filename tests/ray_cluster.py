@@ -24,9 +24,12 @@ from pathlib import Path
 # ``ray start`` with --node-ip-address 127.0.0.1 kept as given: Ray's CLI otherwise swaps a
 # loopback address for the machine's routable one (services.resolve_ip_for_localhost), and
 # the cluster's traffic must stay on loopback
-RAY_START = [sys.executable, "-c",
-             "import sys, ray._private.services as s; s.resolve_ip_for_localhost = lambda h: h; "
-             "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"]
+RAY_START = [
+    sys.executable,
+    "-c",
+    "import sys, ray._private.services as s; s.resolve_ip_for_localhost = lambda h: h; "
+    "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())",
+]
 
 
 _given: set[int] = set()  # never the same port twice in one process
@@ -56,7 +59,9 @@ def node_env(pool: list[int], data_dir: Path, tmpdir: Path, extra: dict | None =
     for k in [k for k in env if k.startswith("SITLPOOL_") or k.startswith("RAY_")]:
         del env[k]
     env.update(
-        SITLPOOL_POOL=f"{pool[0]}-{pool[-1]}", SITLPOOL_DATA_DIR=str(data_dir), RAY_TMPDIR=str(tmpdir),
+        SITLPOOL_POOL=f"{pool[0]}-{pool[-1]}",
+        SITLPOOL_DATA_DIR=str(data_dir),
+        RAY_TMPDIR=str(tmpdir),
         RAY_USAGE_STATS_ENABLED="0",
         # a HOME of its own: no ~/.ray/auth_token of another Ray on this machine applies
         HOME=str(tmpdir.parent),
@@ -64,7 +69,8 @@ def node_env(pool: list[int], data_dir: Path, tmpdir: Path, extra: dict | None =
         RAY_USE_RANDOM_PORTS="1",
         # node death seen in ~8 s instead of ~15 s, so the node-loss test stays short (shorter
         # declares busy nodes dead on a loaded machine)
-        RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="8",
+        RAY_health_check_period_ms="1000",
+        RAY_health_check_failure_threshold="8",
     )
     env.update(extra or {})
     return env
@@ -145,8 +151,15 @@ class RayCluster:
     address: str = ""
 
     @classmethod
-    def start(cls, pools: list[list[int]], sitl_per_node: int | None = None, num_cpus: int = 1,
-              root: Path | None = None, timeout: float = 90.0, env_extra: dict | None = None) -> "RayCluster":
+    def start(
+        cls,
+        pools: list[list[int]],
+        sitl_per_node: int | None = None,
+        num_cpus: int = 1,
+        root: Path | None = None,
+        timeout: float = 90.0,
+        env_extra: dict | None = None,
+    ) -> RayCluster:
         # short root: Ray's unix socket paths must fit in 107 bytes
         root = Path(root or tempfile.mkdtemp(prefix="rc-", dir="/tmp"))
         c = cls(root)
@@ -160,13 +173,38 @@ class RayCluster:
                 node.tmpdir.mkdir(parents=True)
                 node.log = root / name / "ray.log"
                 n = sitl_per_node if sitl_per_node is not None else len(pool)
-                args = [*RAY_START, "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", str(num_cpus),
-                        "--resources", json.dumps({"sitl": n}), "--object-store-memory", str(80 * 1024 * 1024),
-                        "--dashboard-agent-listen-port", str(free_port()), "--include-log-monitor", "false",
-                        "--disable-usage-stats", "--ray-client-server-port", str(free_port())]
+                args = [
+                    *RAY_START,
+                    "start",
+                    "--block",
+                    "--node-ip-address",
+                    "127.0.0.1",
+                    "--num-cpus",
+                    str(num_cpus),
+                    "--resources",
+                    json.dumps({"sitl": n}),
+                    "--object-store-memory",
+                    str(80 * 1024 * 1024),
+                    "--dashboard-agent-listen-port",
+                    str(free_port()),
+                    "--include-log-monitor",
+                    "false",
+                    "--disable-usage-stats",
+                    "--ray-client-server-port",
+                    str(free_port()),
+                ]
                 if i == 0:
-                    args += ["--head", "--port", str(port), "--include-dashboard", "false", "--dashboard-port", str(free_port()),
-                             "--temp-dir", str(node.tmpdir)]
+                    args += [
+                        "--head",
+                        "--port",
+                        str(port),
+                        "--include-dashboard",
+                        "false",
+                        "--dashboard-port",
+                        str(free_port()),
+                        "--temp-dir",
+                        str(node.tmpdir),
+                    ]
                 else:
                     args += ["--address", c.address]
                 c.nodes.append(node)
@@ -174,9 +212,15 @@ class RayCluster:
                 for attempt in range(3):
                     offset = node.log.stat().st_size if node.log.exists() else 0
                     with open(node.log, "ab") as log:
-                        node.proc = subprocess.Popen(args, env=node_env(pool, node.data_dir, node.tmpdir, env_extra),
-                                                     cwd=root / name, stdin=subprocess.DEVNULL, stdout=log,
-                                                     stderr=subprocess.STDOUT, start_new_session=True)
+                        node.proc = subprocess.Popen(
+                            args,
+                            env=node_env(pool, node.data_dir, node.tmpdir, env_extra),
+                            cwd=root / name,
+                            stdin=subprocess.DEVNULL,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                        )
                     try:
                         c._wait_started(node, timeout, offset)
                         break

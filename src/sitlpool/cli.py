@@ -44,11 +44,13 @@ class Parser(argparse.ArgumentParser):
 
 def _typed(fn):
     """An argparse ``type`` from a parser raising our errors: argparse prints the message."""
+
     def convert(text: str):
         try:
             return fn(text)
         except (SitlpoolError, ValueError) as e:
             raise argparse.ArgumentTypeError(str(e)) from None
+
     convert.__name__ = fn.__name__
     return convert
 
@@ -77,7 +79,9 @@ def _number(text: str, what: str, low: float, high: float = float("inf"), low_ok
     # float() also takes 'nan', 'inf', '1_0' and '١٠': none of them is a duration or a speed
     x = float(text) if re.fullmatch(_DECIMAL, text) else math.nan
     if not math.isfinite(x) or x < low or (x == low and not low_ok) or x > high:
-        rng = f"{'at least' if low_ok else 'above'} {low:g}" + (f" and at most {high:g}" if high != float("inf") else "")
+        rng = f"{'at least' if low_ok else 'above'} {low:g}" + (
+            f" and at most {high:g}" if high != float("inf") else ""
+        )
         raise argparse.ArgumentTypeError(f"{what} must be a number {rng}, not {text!r}")
     return x
 
@@ -107,7 +111,9 @@ def target_arg(text: str) -> dict:
     if strict_int(text) is not None:
         return {"instance": parse_instance(text), "text": text}
     if ":" not in text:
-        raise ValueError(f"{text!r} is neither an instance number (e.g. 40) nor an endpoint tcp:HOST:PORT (e.g. tcp:127.0.0.1:5760)")
+        raise ValueError(
+            f"{text!r} is neither an instance number (e.g. 40) nor an endpoint tcp:HOST:PORT (e.g. tcp:127.0.0.1:5760)"
+        )
     parse_port(text.rpartition(":")[2])  # int() would take '٥٧٦٠' and '5_760'
     parse_endpoint(text)
     return {"endpoint": text, "text": text}
@@ -129,8 +135,11 @@ def status_doc(all_: bool) -> dict:
     doc = {"schema": 1, **status_document(pool)}
     for h in doc["held"]:
         rec = pidfiles.read(s.data_dir, h["instance"])
-        h["sitl"] = None if rec is None else {
-            "pid": rec.pid, "binary": rec.binary, "alive": procinfo.is_alive(rec.pid, rec.start_ticks)}
+        h["sitl"] = (
+            None
+            if rec is None
+            else {"pid": rec.pid, "binary": rec.binary, "alive": procinfo.is_alive(rec.pid, rec.start_ticks)}
+        )
     # an instance nobody holds but whose ports a process took (a SITL started without a
     # lease) is "ports taken", never free: acquire would skip it
     av = pool.availability({h["instance"] for h in doc["held"]}).as_dict()
@@ -178,13 +187,17 @@ def status_table(doc: dict):
     for h in doc["held"]:
         owner = h["owner"] or f"? (lock file names {h['record_owner']} pid {h['record_pid']})"
         sitl = h["sitl"]
-        sitl_text = "-" if sitl is None else (
-            f"{program_name(sitl['binary'], None)} pid {sitl['pid']} {'running' if sitl['alive'] else 'gone'}")
+        sitl_text = (
+            "-"
+            if sitl is None
+            else (f"{program_name(sitl['binary'], None)} pid {sitl['pid']} {'running' if sitl['alive'] else 'gone'}")
+        )
         pid = h["pid"]
         if h.get("kept_by"):  # `sitlpool run` killed, its command still holding the lease
             pid = f"{pid} exited; kept by pid {', '.join(map(str, h['kept_by']))}"
-        t.add_row(*map(cell, (h["instance"], owner, pid, format_age(h["age_s"]), "yes" if h["in_pool"] else "no",
-                              sitl_text)))
+        t.add_row(
+            *map(cell, (h["instance"], owner, pid, format_age(h["age_s"]), "yes" if h["in_pool"] else "no", sitl_text))
+        )
     parts = [t if doc["held"] else Text("no instance is leased")]
     if doc["running_without_lease"]:
         u = Table(title="SITLs running without a lease", title_justify="left")
@@ -192,8 +205,18 @@ def status_table(doc: dict):
             u.add_column(c)
         for d in doc["running_without_lease"]:
             cl = "; ".join(f"{k}: {', '.join(v)}" for k, v in d["clients"].items() if v) or "none"
-            u.add_row(*map(cell, (d["instance"], d["pid"], program_name(d["executable"], d["cmdline"]), cl,
-                                  d["free_to_attach"] or "no")))
+            u.add_row(
+                *map(
+                    cell,
+                    (
+                        d["instance"],
+                        d["pid"],
+                        program_name(d["executable"], d["cmdline"]),
+                        cl,
+                        d["free_to_attach"] or "no",
+                    ),
+                )
+            )
         parts.append(u)
     if doc.get("live"):
         from .statefile import describe
@@ -209,7 +232,9 @@ def status_table(doc: dict):
         line += ": " + ", ".join(map(str, doc["free"]))
     if doc["ports_taken"]:
         if "free" in doc:  # --all: who took them
-            line += "; ports taken: " + "; ".join(f"{t['instance']} ({', '.join(t['ports'])})" for t in doc["ports_taken"])
+            line += "; ports taken: " + "; ".join(
+                f"{t['instance']} ({', '.join(t['ports'])})" for t in doc["ports_taken"]
+            )
         else:
             line += "; ports taken: " + ", ".join(str(t["instance"]) for t in doc["ports_taken"])
     parts.append(cell(line))
@@ -246,8 +271,15 @@ def cmd_status(a) -> int:
 
 def substitute(args: list[str], lease) -> list[str]:
     p = lease.ports
-    values = {"instance": lease.instance, "serial0": p.serial0, "serial1": p.serial1, "serial2": p.serial2,
-              "rc_in": p.rc_in, "sim_out": p.sim_out, "sim_in": p.sim_in}
+    values = {
+        "instance": lease.instance,
+        "serial0": p.serial0,
+        "serial1": p.serial1,
+        "serial2": p.serial2,
+        "rc_in": p.rc_in,
+        "sim_out": p.sim_out,
+        "sim_in": p.sim_in,
+    }
     out = []
     for arg in args:
         for k, v in values.items():
@@ -276,11 +308,20 @@ def cmd_run(a) -> int:
     s = load_settings()
     lease = LeasePool.from_settings(s).acquire(owner, instance=a.instance, wait=a.wait)
     p = lease.ports
-    env = dict(os.environ, SITLPOOL_INSTANCE=str(lease.instance), SITLPOOL_SERIAL0=str(p.serial0),
-               SITLPOOL_SERIAL1=str(p.serial1), SITLPOOL_SERIAL2=str(p.serial2), SITLPOOL_RC_IN=str(p.rc_in),
-               SITLPOOL_SIM_OUT=str(p.sim_out), SITLPOOL_SIM_IN=str(p.sim_in))
+    env = dict(
+        os.environ,
+        SITLPOOL_INSTANCE=str(lease.instance),
+        SITLPOOL_SERIAL0=str(p.serial0),
+        SITLPOOL_SERIAL1=str(p.serial1),
+        SITLPOOL_SERIAL2=str(p.serial2),
+        SITLPOOL_RC_IN=str(p.rc_in),
+        SITLPOOL_SIM_OUT=str(p.sim_out),
+        SITLPOOL_SIM_IN=str(p.sim_in),
+    )
     argv = substitute(cmd, lease)
-    print(f"sitlpool: instance {lease.instance} leased to {owner}; running {' '.join(argv)}", file=sys.stderr, flush=True)
+    print(
+        f"sitlpool: instance {lease.instance} leased to {owner}; running {' '.join(argv)}", file=sys.stderr, flush=True
+    )
     # a command that starts a SITL in the background and exits (`sh -c 'arducopter ... &'`)
     # must not leave it running on an instance whose lease we then release: its orphans come to us
     procinfo.become_subreaper()
@@ -325,8 +366,10 @@ def cmd_run(a) -> int:
         code = child.wait()
         left = procinfo.stop_leftovers(spare=before)
         if left:
-            err(f"{os.path.basename(argv[0])} left {len(left)} process(es) running (pid {', '.join(map(str, left))}); "
-                f"stopped them before releasing instance {lease.instance}")
+            err(
+                f"{os.path.basename(argv[0])} left {len(left)} process(es) running (pid {', '.join(map(str, left))}); "
+                f"stopped them before releasing instance {lease.instance}"
+            )
     finally:
         lease.release()
     return code if code >= 0 else 128 - code
@@ -382,8 +425,11 @@ def cmd_attach(a) -> int:
         while not h.join(1.0):
             v = h.link.vehicle
             alt = f"{v.rel_alt:.1f} m" if v.rel_alt is not None else "?"
-            print(f"{time.strftime('%H:%M:%S')}  mode {v.mode}  {'ARMED' if v.armed else 'disarmed'}  alt {alt}  "
-                  f"heartbeat {v.heartbeat_age():.1f}s ago", flush=True)
+            print(
+                f"{time.strftime('%H:%M:%S')}  mode {v.mode}  {'ARMED' if v.armed else 'disarmed'}  alt {alt}  "
+                f"heartbeat {v.heartbeat_age():.1f}s ago",
+                flush=True,
+            )
     except KeyboardInterrupt:
         h.kill(wait=True)
         print("detached; the SITL was left running")
@@ -411,8 +457,11 @@ def cmd_demo(a) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="sitlpool", description="Share ArduPilot SITL instances safely on one workstation.",
-                                epilog="exit codes: 0 ok, 1 error, 2 usage, 3 SITL died, 130 interrupted; run: its command's code")
+    p = Parser(
+        prog="sitlpool",
+        description="Share ArduPilot SITL instances safely on one workstation.",
+        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 SITL died, 130 interrupted; run: its command's code",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("status", help="who holds which instance, SITLs running without a lease")
     s.add_argument("--json", action="store_true", help="machine-readable (schema 1, see README)")
@@ -423,13 +472,18 @@ def parser() -> argparse.ArgumentParser:
 
     fleet_cli.add_status_option(s)
     fleet_cli.add_subcommands(sub)
-    r = sub.add_parser("run", help="lease an instance and run a command holding it",
-                       description="Placeholders {instance} {serial0} {serial1} {serial2} {rc_in} {sim_out} {sim_in} are replaced; "
-                                   "SITLPOOL_INSTANCE and SITLPOOL_SERIAL0.. are exported.")
+    r = sub.add_parser(
+        "run",
+        help="lease an instance and run a command holding it",
+        description="Placeholders {instance} {serial0} {serial1} {serial2} {rc_in} {sim_out} {sim_in} are replaced; "
+        "SITLPOOL_INSTANCE and SITLPOOL_SERIAL0.. are exported.",
+    )
     r.add_argument("--instance", type=instance_arg)
     r.add_argument("--wait", type=seconds_arg, default=0, metavar="SECONDS", help="wait this long for a free instance")
     r.add_argument("--owner", help="holder name shown to others (at most 200 characters)")
-    r.add_argument("--cwd", metavar="DIR", help="run CMD in DIR (a SITL writes eeprom.bin, logs/ and terrain/ into its cwd)")
+    r.add_argument(
+        "--cwd", metavar="DIR", help="run CMD in DIR (a SITL writes eeprom.bin, logs/ and terrain/ into its cwd)"
+    )
     r.add_argument("cmd", nargs=argparse.REMAINDER)
     r.set_defaults(fn=cmd_run)
     k = sub.add_parser("kill", help="kill the stray SITL on an instance nobody holds")
@@ -444,13 +498,20 @@ def parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="the MCP server (stdio, or streamable HTTP on loopback)")
     sv.add_argument("--http", type=port_arg, metavar="PORT")
     sv.add_argument("--host", default="127.0.0.1", help="loopback only")
-    sv.add_argument("--ray", metavar="ADDRESS", type=fleet_cli.ray_address, help="place open_sitl sessions on this Ray cluster (HOST:PORT of its head)")
+    sv.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        type=fleet_cli.ray_address,
+        help="place open_sitl sessions on this Ray cluster (HOST:PORT of its head)",
+    )
     sv.set_defaults(fn=cmd_serve)
     sm = sub.add_parser("sim", help="the built-in vehicle (same flags as SITL)", add_help=False)
     sm.add_argument("args", nargs=argparse.REMAINDER)
     sm.set_defaults(fn=lambda a: __import__("sitlpool.sim.__main__", fromlist=["main"]).main(a.args) or 0)
     d = sub.add_parser("demo", help="lease, launch, fly a short hop, clean up")
-    d.add_argument("--binary", help="a real ArduPilot SITL binary (default: SITLPOOL_SITL_BINARY or the built-in vehicle)")
+    d.add_argument(
+        "--binary", help="a real ArduPilot SITL binary (default: SITLPOOL_SITL_BINARY or the built-in vehicle)"
+    )
     d.add_argument("--speedup", type=speedup_arg, default=2)
     d.add_argument("--hold", type=hold_arg, default=5, help="seconds of sim time to hover")
     d.set_defaults(fn=cmd_demo)

@@ -10,8 +10,9 @@ for the commands that must answer in a few tens of milliseconds (``leases status
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .instances import strict_int, unusable
@@ -110,12 +111,21 @@ def __getattr__(name: str):
 
 
 # every field of ``Settings``, in its order (tests/test_config.py keeps the two in step)
-SETTINGS_FIELDS = ("data_dir", "lock_dir", "pool", "sitl_binary", "sitl_defaults", "speedup", "ready_timeout_s",
-                   "idle_timeout_s")
+SETTINGS_FIELDS = (
+    "data_dir",
+    "lock_dir",
+    "pool",
+    "sitl_binary",
+    "sitl_defaults",
+    "speedup",
+    "ready_timeout_s",
+    "idle_timeout_s",
+)
 
 
 def settings_values(settings) -> dict:
     """A ``Settings``' validated values as plain data (JSON's types) for ``ValidatedSettings``."""
+
     def plain(v):
         return str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
 
@@ -147,7 +157,7 @@ class ValidatedSettings:
     def sessions_dir(self) -> Path:
         return self.data_dir / "sessions"
 
-    def model_copy(self, update: Mapping[str, Any] | None = None) -> "ValidatedSettings":
+    def model_copy(self, update: Mapping[str, Any] | None = None) -> ValidatedSettings:
         """The same values with ``update`` applied (as ``Settings.model_copy`` does, unvalidated)."""
         return ValidatedSettings({**{f: getattr(self, f) for f in SETTINGS_FIELDS}, **(update or {})})
 
@@ -155,7 +165,7 @@ class ValidatedSettings:
         return "ValidatedSettings(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in SETTINGS_FIELDS) + ")"
 
 
-def load_settings(**overrides) -> "Settings":
+def load_settings(**overrides) -> "Settings":  # noqa: UP037, F821  (Settings: see _settings)
     """Read the environment into ``Settings``; a bad value raises ``ConfigError``."""
     from pydantic import ValidationError
 

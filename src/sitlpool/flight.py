@@ -35,6 +35,7 @@ BOOT_WAIT_S = 15.0
 TAKEOFF_READY_WAIT_S = 25.0
 PREARM_TEXT_AGE_S = 60.0  # PreArm texts repeat every 30 s of sim time while a check fails
 
+
 def check_finite(value, what: str, lo: float | None = None, hi: float | None = None, unit: str = "") -> float:
     """``value`` as a finite float in [lo, hi], or a SitlpoolError saying what is wrong."""
     try:
@@ -42,10 +43,18 @@ def check_finite(value, what: str, lo: float | None = None, hi: float | None = N
     except (TypeError, ValueError):
         raise SitlpoolError(f"{what} {value!r} is not a number") from None
     if not math.isfinite(x):
-        raise SitlpoolError(f"{what} {value!r} is not a finite number; give a real value{' in ' + unit if unit else ''}")
+        raise SitlpoolError(
+            f"{what} {value!r} is not a finite number; give a real value{' in ' + unit if unit else ''}"
+        )
     if (lo is not None and x < lo) or (hi is not None and x > hi):
-        rng = f"from {lo:g} to {hi:g}" if lo is not None and hi is not None else (f"at least {lo:g}" if lo is not None else f"at most {hi:g}")
-        raise SitlpoolError(f"{what} {x:g}{' ' + unit if unit else ''} is out of range; use {rng}{' ' + unit if unit else ''}")
+        rng = (
+            f"from {lo:g} to {hi:g}"
+            if lo is not None and hi is not None
+            else (f"at least {lo:g}" if lo is not None else f"at most {hi:g}")
+        )
+        raise SitlpoolError(
+            f"{what} {x:g}{' ' + unit if unit else ''} is out of range; use {rng}{' ' + unit if unit else ''}"
+        )
     return x
 
 
@@ -67,7 +76,9 @@ def check_home(home: str | None) -> str | None:
 def vehicle_kind(vehicle_type: int | None) -> str:
     from .mavlink.link import A
 
-    if vehicle_type == A.MAV_TYPE_FIXED_WING or vehicle_type in range(A.MAV_TYPE_VTOL_DUOROTOR, A.MAV_TYPE_VTOL_RESERVED5 + 1):
+    if vehicle_type == A.MAV_TYPE_FIXED_WING or vehicle_type in range(
+        A.MAV_TYPE_VTOL_DUOROTOR, A.MAV_TYPE_VTOL_RESERVED5 + 1
+    ):
         return "plane"
     if vehicle_type in (A.MAV_TYPE_GROUND_ROVER, A.MAV_TYPE_SURFACE_BOAT):
         return "rover"
@@ -176,8 +187,13 @@ class Flight:
         from .mavlink.link import CommandRefused
 
         if isinstance(e, CommandRefused) and not e.texts:
-            return CommandRefused(f"{e.what} refused by the vehicle ({e.result_name}), which said nothing; likely cause: "
-                                  f"{self.diagnose(e.what)}", e.what, e.result, e.texts)
+            return CommandRefused(
+                f"{e.what} refused by the vehicle ({e.result_name}), which said nothing; likely cause: "
+                f"{self.diagnose(e.what)}",
+                e.what,
+                e.result,
+                e.texts,
+            )
         return e
 
     def _do(self, fn, *a):
@@ -261,15 +277,22 @@ class Flight:
         if self.kind != "copter":
             raise MavlinkError(f"takeoff: a {self.kind} does not take off; drive it with set_mode and goto")
         if self.flying():
-            raise MavlinkError(f"takeoff refused by sitlpool: already flying at {self.v.rel_alt:.1f} m; use goto to change altitude")
+            raise MavlinkError(
+                f"takeoff refused by sitlpool: already flying at {self.v.rel_alt:.1f} m; use goto to change altitude"
+            )
         if not self.v.armed and self._armed_by_us is None:
-            raise MavlinkError("takeoff needs the vehicle armed: arm first (retry while refused; "
-                               "wait_until(condition='ready_to_arm') waits until it can)")
+            raise MavlinkError(
+                "takeoff needs the vehicle armed: arm first (retry while refused; "
+                "wait_until(condition='ready_to_arm') waits until it can)"
+            )
         if not self.readiness()[0]:
             self._note("waited until ready (EKF on GPS) before the takeoff")
             if not self.wait_ready(TAKEOFF_READY_WAIT_S):
-                raise MavlinkError(f"takeoff refused by sitlpool: not ready after {TAKEOFF_READY_WAIT_S:g}s: "
-                                   + "; ".join(self.readiness()[1]) + "; wait_until(condition='ready_to_arm') waits longer")
+                raise MavlinkError(
+                    f"takeoff refused by sitlpool: not ready after {TAKEOFF_READY_WAIT_S:g}s: "
+                    + "; ".join(self.readiness()[1])
+                    + "; wait_until(condition='ready_to_arm') waits longer"
+                )
         if self.v.mode != "GUIDED":
             self._note(f"set GUIDED for the takeoff (a copter takes off in GUIDED; it was in {self.v.mode})")
             self.set_mode("GUIDED")
@@ -292,7 +315,9 @@ class Flight:
 
     def _plane_takeoff(self, alt: float) -> None:
         if self.flying():
-            raise MavlinkError(f"takeoff refused by sitlpool: already flying at {self.v.rel_alt:.1f} m; use goto, or set_mode LOITER to circle")
+            raise MavlinkError(
+                f"takeoff refused by sitlpool: already flying at {self.v.rel_alt:.1f} m; use goto, or set_mode LOITER to circle"
+            )
         self.link.set_param("TKOFF_ALT", alt)
         if self.v.mode != "TAKEOFF":
             self._note(f"set TAKEOFF mode (a plane takes off in TAKEOFF mode, to TKOFF_ALT={alt:g} m)")
@@ -310,9 +335,19 @@ class Flight:
             from .mavlink.link import A
 
             # Plane flies to (and circles) a point given by DO_REPOSITION, switching to GUIDED itself
-            self._do(self.link.command_int, A.MAV_CMD_DO_REPOSITION, A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT,
-                     -1, A.MAV_DO_REPOSITION_FLAGS_CHANGE_MODE, 0, 0, int(lat * 1e7), int(lon * 1e7), alt,
-                     "goto")
+            self._do(
+                self.link.command_int,
+                A.MAV_CMD_DO_REPOSITION,
+                A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT,
+                -1,
+                A.MAV_DO_REPOSITION_FLAGS_CHANGE_MODE,
+                0,
+                0,
+                int(lat * 1e7),
+                int(lon * 1e7),
+                alt,
+                "goto",
+            )
             self.link.wait(lambda v: v.mode == "GUIDED", 2.0)  # the HEARTBEAT that shows it follows the ACK
             return
         if self.v.mode != "GUIDED":
@@ -322,8 +357,10 @@ class Flight:
     def land(self) -> None:
         if self.kind == "plane":
             self.link.require_writable("land")
-            raise MavlinkError("a plane cannot land on command where it is: ArduPlane lands at the end of a mission's "
-                               "landing sequence; use rtl (it circles home at RTL_ALTITUDE) or set_mode LOITER")
+            raise MavlinkError(
+                "a plane cannot land on command where it is: ArduPlane lands at the end of a mission's "
+                "landing sequence; use rtl (it circles home at RTL_ALTITUDE) or set_mode LOITER"
+            )
         self._do(self.link.land)
 
     def rtl(self) -> None:
@@ -334,7 +371,9 @@ class Flight:
     def arm_and_takeoff(self, altitude_m: float, timeout: float = 90, on_refused=None) -> None:
         """Wait until ready, arm and take off (GUIDED for a copter, TAKEOFF mode for a plane)."""
         if not self.wait_ready(timeout):
-            raise MavlinkError(f"{self.link.name}: not ready to arm after {timeout:g}s: {'; '.join(self.readiness()[1])}")
+            raise MavlinkError(
+                f"{self.link.name}: not ready to arm after {timeout:g}s: {'; '.join(self.readiness()[1])}"
+            )
         if self.kind == "copter":
             self.set_mode("GUIDED")
             self.arm_when_ready(timeout, retry_every=0.5, on_refused=on_refused)
@@ -346,7 +385,9 @@ class Flight:
         return altitude_m - max(0.5, 0.05 * altitude_m)
 
 
-def demo(binary: str | None = None, speedup: float = 2.0, hold_s: float = 5.0, say=print, altitude_m: float = 10.0) -> None:
+def demo(
+    binary: str | None = None, speedup: float = 2.0, hold_s: float = 5.0, say=print, altitude_m: float = 10.0
+) -> None:
     """``sitlpool demo``: lease, launch, fly a short hop, clean up (also on Ctrl-C)."""
     from .config import format_pool, load_settings
     from .process import ManagedManager
@@ -357,8 +398,10 @@ def demo(binary: str | None = None, speedup: float = 2.0, hold_s: float = 5.0, s
     m = ManagedManager(settings)
     h = None
     try:
-        say(f"leasing an instance from pool {format_pool(settings.pool)} and launching "
-            f"{settings.sitl_binary or 'the built-in vehicle'} (speedup {speedup:g})")
+        say(
+            f"leasing an instance from pool {format_pool(settings.pool)} and launching "
+            f"{settings.sitl_binary or 'the built-in vehicle'} (speedup {speedup:g})"
+        )
         h = m.start("demo", model=model, speedup=speedup, owner="sitlpool demo (pid %d)" % __import__("os").getpid())
         link = h.link
         f = Flight(link, say=say)

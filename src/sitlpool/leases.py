@@ -22,12 +22,21 @@ import select
 import stat
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
-from .errors import (BadLockFile, InstanceBusy, InstanceError, LeaseReleased, LockDirError, NoFreeInstance, OwnerError,
-                     PortsBusy, UnusableInstance)
+from .errors import (
+    BadLockFile,
+    InstanceBusy,
+    InstanceError,
+    LeaseReleased,
+    LockDirError,
+    NoFreeInstance,
+    OwnerError,
+    PortsBusy,
+    UnusableInstance,
+)
 from .instances import Ports, out_of_range, ports, unusable
 
 LOCK_NAME = re.compile(r"^instance-(\d+)\.lock$")
@@ -168,6 +177,7 @@ class Holder:
         else:
             out = f"pid {self.pid} (its lock file still names {self.owner or 'nobody'} pid {self.record_pid})"
         if self.kept_by:
+
             def named(pid: int) -> str:  # the kernel's short name (comm): bounded, no arguments
                 try:
                     with open(f"/proc/{pid}/comm", "rb") as f:
@@ -177,8 +187,10 @@ class Holder:
                 return f"{pid} ({''.join(c if c.isprintable() else '?' for c in comm)})"
 
             pids = " ".join(map(str, self.kept_by))
-            out += (f"; pid {self.pid} exited and passed the lease on: pid {', '.join(map(named, self.kept_by))} "
-                    f"still holds it; the instance frees when that exits (kill {pids} to free it now)")
+            out += (
+                f"; pid {self.pid} exited and passed the lease on: pid {', '.join(map(named, self.kept_by))} "
+                f"still holds it; the instance frees when that exits (kill {pids} to free it now)"
+            )
         return out
 
     def as_dict(self) -> dict:
@@ -296,7 +308,7 @@ class _Inotify:
 
 # Leases are kept alive here, not by their users' references: a Lease dropped by
 # the garbage collector must not close its fd and so silently release the instance.
-_LIVE: dict[int, "Lease"] = {}
+_LIVE: dict[int, Lease] = {}
 
 
 def _forget_leases_in_child() -> None:
@@ -317,7 +329,7 @@ os.register_at_fork(after_in_child=_forget_leases_in_child)
 class Lease:
     """An instance held through an exclusive flock. Held until ``release()`` or process exit."""
 
-    def __init__(self, pool: "LeasePool", instance: int, fd: int, owner: str, record_written: bool):
+    def __init__(self, pool: LeasePool, instance: int, fd: int, owner: str, record_written: bool):
         self.pool = pool
         self.instance = instance
         self.owner = owner
@@ -368,7 +380,7 @@ class Lease:
             finally:
                 os.close(fd)
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -413,11 +425,11 @@ class LeasePool:
         self._idle: dict[int, tuple[int, bool]] = {}
 
     @classmethod
-    def from_settings(cls, settings, check: Check | None | bool = None) -> "LeasePool":
+    def from_settings(cls, settings, check: Check | None | bool = None) -> LeasePool:
         return cls(settings.lock_dir, settings.pool, check)
 
     @classmethod
-    def from_env(cls, check: Check | None | bool = None) -> "LeasePool":
+    def from_env(cls, check: Check | None | bool = None) -> LeasePool:
         """Lock dir and pool from the ``SITLPOOL_`` environment, without loading pydantic."""
         from .config import env_paths, env_pool
 
@@ -440,7 +452,9 @@ class LeasePool:
                 "create it by hand or set SITLPOOL_LOCK_DIR to a directory you can write"
             ) from None
         if not self.lock_dir.is_dir():
-            raise LockDirError(f"lock directory {self.lock_dir} is not a directory; set SITLPOOL_LOCK_DIR to a directory")
+            raise LockDirError(
+                f"lock directory {self.lock_dir} is not a directory; set SITLPOOL_LOCK_DIR to a directory"
+            )
 
     def _path_str(self, instance: int) -> str:
         return f"{self._dir}/instance-{instance}.lock"  # a str: a Path per acquire costs as much as the flock
@@ -497,7 +511,9 @@ class LeasePool:
                 f"cannot open lock file {path}: {e.strerror}; its owner must make it readable (mode 0664) "
                 "or remove it after checking who made it"
             ) from None
-        raise LockDirError(f"cannot open lock file {path}: {e.strerror}; check the permissions of {self.lock_dir}") from None
+        raise LockDirError(
+            f"cannot open lock file {path}: {e.strerror}; check the permissions of {self.lock_dir}"
+        ) from None
 
     def try_lock(self, instance: int) -> tuple[int, bool] | None:
         """Take ``instance``'s flock without blocking: ``(fd, writable)`` or None if held.
@@ -546,7 +562,11 @@ class LeasePool:
         return Lease(self, instance, fd, owner, written), None
 
     def acquire(
-        self, owner: str, instance: int | None = None, check: Check | None | bool = None, wait: float = 0,
+        self,
+        owner: str,
+        instance: int | None = None,
+        check: Check | None | bool = None,
+        wait: float = 0,
         allow_reserved: bool = False,
     ) -> Lease:
         """Lease ``instance``, or the first free instance of the pool in pool order.
@@ -615,7 +635,11 @@ class LeasePool:
         ports_busy = [w for w in reasons.values() if w and w != "held" and not isinstance(w, _Unusable)]
         detail = f"{len(held)} leased"
         if ports_busy:
-            detail += f", {len(ports_busy)} with ports taken ({ports_busy[0]}" + (", ..." if len(ports_busy) > 1 else "") + ")"
+            detail += (
+                f", {len(ports_busy)} with ports taken ({ports_busy[0]}"
+                + (", ..." if len(ports_busy) > 1 else "")
+                + ")"
+            )
         if bad:
             what = "with an unusable lock file" if all(w.lock_file for w in bad) else "unusable"
             detail += f", {len(bad)} {what} ({bad[0]}" + (", ..." if len(bad) > 1 else "") + ")"
@@ -743,8 +767,12 @@ class Availability:
     ports_taken: dict[int, list]  # instance -> [ports.BusyPort], holders named
 
     def as_dict(self) -> dict:
-        return {"free": self.free,
-                "ports_taken": [{"instance": n, "ports": [b.describe() for b in busy]} for n, busy in self.ports_taken.items()]}
+        return {
+            "free": self.free,
+            "ports_taken": [
+                {"instance": n, "ports": [b.describe() for b in busy]} for n, busy in self.ports_taken.items()
+            ],
+        }
 
 
 # ---- python -m sitlpool.leases status ---------------------------------------------------
@@ -766,7 +794,9 @@ def _status_text(doc: dict) -> str:
         lines.append("no instance is leased")
     for h in doc["held"]:
         where = "" if h["in_pool"] else "  (outside the pool)"
-        owner = h["owner"] or (f"(lock file names {h['record_owner']} pid {h['record_pid']})" if h["record_owner"] else "?")
+        owner = h["owner"] or (
+            f"(lock file names {h['record_owner']} pid {h['record_pid']})" if h["record_owner"] else "?"
+        )
         if h.get("kept_by"):
             where += f"  (pid {h['pid']} exited; kept by pid {', '.join(map(str, h['kept_by']))})"
         lines.append(f"instance {h['instance']:>4}  pid {h['pid']:>7}  {format_age(h['age_s']):>7}  {owner}{where}")

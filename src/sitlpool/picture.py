@@ -20,8 +20,16 @@ TRACK_W = 430  # the ground track panel's plot width (square)
 INK, GRID, TRACK, ALT = (30, 30, 30), (225, 225, 225), (31, 119, 180), (31, 119, 180)
 WAYPOINT, HOME, START, END = (230, 120, 20), (0, 0, 0), (44, 160, 44), (214, 39, 40)
 MODE_LINE = (150, 150, 150)
-MODE_COLOURS = [(235, 242, 250), (250, 240, 225), (232, 245, 232), (245, 232, 245), (250, 250, 220),
-                (230, 245, 245), (245, 235, 235), (238, 238, 238)]
+MODE_COLOURS = [
+    (235, 242, 250),
+    (250, 240, 225),
+    (232, 245, 232),
+    (245, 232, 245),
+    (250, 250, 220),
+    (230, 245, 245),
+    (245, 235, 235),
+    (238, 238, 238),
+]
 
 _fonts: dict = {}
 
@@ -104,8 +112,9 @@ def _limits(vals: list[float], pad: float = 0.08, minimum: float = 10.0) -> tupl
     return mid - span / 2 * (1 + pad), mid + span / 2 * (1 + pad)
 
 
-def render(points: list[tuple], events: list[tuple], waypoints: list[tuple], home: tuple | None,
-           title: str = "") -> bytes:
+def render(
+    points: list[tuple], events: list[tuple], waypoints: list[tuple], home: tuple | None, title: str = ""
+) -> bytes:
     """PNG bytes. ``points``: (t, lat, lon, rel_alt m, ...); ``events``: (t, kind, text) with
     kind mode/armed/disarmed; ``waypoints``: (item number, lat, lon); ``home``: (lat, lon, ...)."""
     from PIL import Image, ImageDraw
@@ -114,8 +123,13 @@ def render(points: list[tuple], events: list[tuple], waypoints: list[tuple], hom
     d = ImageDraw.Draw(img)
     d.text((8, 6), title, fill=INK, font=_font(14))
     if not points:
-        d.text((W / 2, H / 2), "no positions recorded yet (the vehicle has not reported GLOBAL_POSITION_INT)",
-               fill=INK, font=_font(14), anchor="mm")
+        d.text(
+            (W / 2, H / 2),
+            "no positions recorded yet (the vehicle has not reported GLOBAL_POSITION_INT)",
+            fill=INK,
+            font=_font(14),
+            anchor="mm",
+        )
         return _png(img)
     if home is None:
         home = (points[0][1], points[0][2])
@@ -190,8 +204,13 @@ def _altitude(d, points: list[tuple], events: list[tuple]) -> None:
         d.text((x, box[1] - 14 if row == 0 else box[1] + 2), name, fill=INK, font=f)
         rows[row] = x + d.textlength(name, font=f) + 6
     p.axes("time (s)", "", "")
-    d.text(((box[0] + box[2]) / 2, MARGIN_T - 24), "altitude above home (m), flight modes, arm/disarm", fill=INK,
-           font=_font(14), anchor="mb")
+    d.text(
+        ((box[0] + box[2]) / 2, MARGIN_T - 24),
+        "altitude above home (m), flight modes, arm/disarm",
+        fill=INK,
+        font=_font(14),
+        anchor="mb",
+    )
     d.line(p.many(ts, alts) if len(ts) > 1 else [p.px(ts[0], alts[0])] * 2, fill=ALT, width=2)
     label_end = -1e9
     for t, kind, _ in events:

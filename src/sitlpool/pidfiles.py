@@ -205,10 +205,17 @@ def load(data_dir: Path, instance: int) -> PidRecord | None:
             raise ValueError("too large")
         d = json.loads(data)
         rec = PidRecord(
-            instance=_int(d["instance"]), pid=_int(d["pid"]), pgid=_int(d["pgid"]), start_ticks=_int(d["start_ticks"]),
-            binary=_str(d.get("binary", "")), argv=[_str(a) for a in _list(d.get("argv", []))],
-            owner=_str(d.get("owner", "")), holder_pid=_int(d.get("holder_pid", 0)), time=float(d.get("time", 0)),
-            exe=_str(d.get("exe", "")), file_uid=st.st_uid,
+            instance=_int(d["instance"]),
+            pid=_int(d["pid"]),
+            pgid=_int(d["pgid"]),
+            start_ticks=_int(d["start_ticks"]),
+            binary=_str(d.get("binary", "")),
+            argv=[_str(a) for a in _list(d.get("argv", []))],
+            owner=_str(d.get("owner", "")),
+            holder_pid=_int(d.get("holder_pid", 0)),
+            time=float(d.get("time", 0)),
+            exe=_str(d.get("exe", "")),
+            file_uid=st.st_uid,
         )
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError):
         raise BadEntry(f"{path} is not a pid record (unreadable content)", junk=True) from None

@@ -173,7 +173,9 @@ class _Netlink:
             sock = self._socket()
             self.seq = (self.seq + 1) & 0xFFFFFFFF
             try:
-                sock.send(_HDR.pack(_HDR.size + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, self.seq, 0) + req)
+                sock.send(
+                    _HDR.pack(_HDR.size + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, self.seq, 0) + req
+                )
                 return self._read_dump("tcp" if proto == socket.IPPROTO_TCP else "udp", self.seq)
             except BaseException:
                 self._drop()
@@ -200,7 +202,7 @@ class _Netlink:
                     out.append(_sock_at(buf, off + _HDR.size, name))
                 off += (length + 3) & ~3
 
-    def lookup(self, plan: "_Lookups") -> list[Sock]:
+    def lookup(self, plan: _Lookups) -> list[Sock]:
         """The sockets found by a prepared set of exact lookups (see ``reachable``). Sent
         in batches whose replies are read with one recvmmsg call each."""
         out: list[Sock] = []
@@ -269,7 +271,9 @@ def _all_enoent(view: memoryview, n: int, stride: int) -> bool:
     if sys.byteorder != "little":
         return False
     end = n * stride
-    return bytes(view[4:end:stride]) == bytes([NLMSG_ERROR]) * n and bytes(view[16:end:stride]) == bytes([_ENOENT_LOW]) * n
+    return (
+        bytes(view[4:end:stride]) == bytes([NLMSG_ERROR]) * n and bytes(view[16:end:stride]) == bytes([_ENOENT_LOW]) * n
+    )
 
 
 class _IOVec(ctypes.Structure):
@@ -277,9 +281,15 @@ class _IOVec(ctypes.Structure):
 
 
 class _MsgHdr(ctypes.Structure):
-    _fields_ = [("msg_name", ctypes.c_void_p), ("msg_namelen", ctypes.c_uint32), ("msg_iov", ctypes.POINTER(_IOVec)),
-                ("msg_iovlen", ctypes.c_size_t), ("msg_control", ctypes.c_void_p), ("msg_controllen", ctypes.c_size_t),
-                ("msg_flags", ctypes.c_int)]
+    _fields_ = [
+        ("msg_name", ctypes.c_void_p),
+        ("msg_namelen", ctypes.c_uint32),
+        ("msg_iov", ctypes.POINTER(_IOVec)),
+        ("msg_iovlen", ctypes.c_size_t),
+        ("msg_control", ctypes.c_void_p),
+        ("msg_controllen", ctypes.c_size_t),
+        ("msg_flags", ctypes.c_int),
+    ]
 
 
 class _MMsgHdr(ctypes.Structure):
@@ -298,8 +308,10 @@ class _Lookups:
             part = keys[i : i + _Netlink.BATCH]
             # seq = position: replies come in request order, and a socket whose request was
             # cut short is dropped, so no reply of an earlier batch can be read with these
-            msg = b"".join(_HDR.pack(_HDR.size + len(b), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, k + 1, 0) + b
-                           for k, b in enumerate(_lookup_request(*key) for key in part))
+            msg = b"".join(
+                _HDR.pack(_HDR.size + len(b), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, k + 1, 0) + b
+                for k, b in enumerate(_lookup_request(*key) for key in part)
+            )
             self.batches.append((part, msg))
 
 
@@ -344,8 +356,11 @@ def reachable(want) -> list[BusyPort]:
 
 
 def _lookup_keys(want) -> tuple:
-    return tuple((proto, fam, port) for proto, port in sorted(want, key=lambda k: (k[0] != "tcp", k[1]))
-                 for fam in (socket.AF_INET, socket.AF_INET6))
+    return tuple(
+        (proto, fam, port)
+        for proto, port in sorted(want, key=lambda k: (k[0] != "tcp", k[1]))
+        for fam in (socket.AF_INET, socket.AF_INET6)
+    )
 
 
 def _busy(socks: list[Sock]) -> list[BusyPort]:
@@ -521,7 +536,11 @@ def clients(port: int, socks: list[Sock] | None = None, name_pids: bool = True) 
     pids: dict[int, int] = {}
     if name_pids:
         # the client's own socket has the server port as its remote port
-        peer = {s.local_port: s.inode for s in socks if s.proto == "tcp" and s.remote_port == port and s.state == TCP_ESTABLISHED}
+        peer = {
+            s.local_port: s.inode
+            for s in socks
+            if s.proto == "tcp" and s.remote_port == port and s.state == TCP_ESTABLISHED
+        }
         by_inode = socket_owners(peer.values())
         pids = {lp: by_inode[ino] for lp, ino in peer.items() if ino in by_inode}
     return [Client(port, s.remote_addr, s.remote_port, pids.get(s.remote_port)) for s in server_side]

@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 
 OPTIONS = {  # option -> (ini key, help)
-    "--sitl-binary": ("sitl_binary", "a real ArduPilot SITL binary (default: SITLPOOL_SITL_BINARY or the built-in vehicle)"),
+    "--sitl-binary": (
+        "sitl_binary",
+        "a real ArduPilot SITL binary (default: SITLPOOL_SITL_BINARY or the built-in vehicle)",
+    ),
     "--sitl-pool": ("sitl_pool", 'instances to lease from, e.g. "40-59" (default: SITLPOOL_POOL)'),
     "--sitl-speedup": ("sitl_speedup", "SITL speedup for the sitl fixtures (default 1)"),
     "--sitl-wait": ("sitl_wait", "seconds to wait for a free instance, so parallel suites queue (default 60)"),
@@ -34,7 +37,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "sitl(model='quad', speedup=None, params=None, home=None): configure the sitl fixture")
+    config.addinivalue_line(
+        "markers", "sitl(model='quad', speedup=None, params=None, home=None): configure the sitl fixture"
+    )
 
 
 def _opt(config, ini: str):
@@ -113,8 +118,9 @@ class Sitl:
 
     def wait_ready_to_arm(self, timeout: float = 60) -> None:
         if not self.flight.wait_ready(timeout):
-            raise AssertionError(f"instance {self.instance}: not ready to arm after {timeout}s: "
-                                 + "; ".join(self.flight.readiness()[1]))
+            raise AssertionError(
+                f"instance {self.instance}: not ready to arm after {timeout}s: " + "; ".join(self.flight.readiness()[1])
+            )
 
     def arm_and_takeoff(self, altitude_m: float, timeout: float = 60) -> None:
         """Wait until ready, arm, take off (GUIDED for a copter, TAKEOFF mode for a plane), reach the altitude."""
@@ -123,7 +129,9 @@ class Sitl:
 
     def wait_altitude(self, above_m: float, timeout: float = 60) -> None:
         if not self.wait(lambda v: (v.rel_alt or 0) >= above_m, timeout):
-            raise AssertionError(f"instance {self.instance}: altitude {self.vehicle.rel_alt} m, never reached {above_m} m")
+            raise AssertionError(
+                f"instance {self.instance}: altitude {self.vehicle.rel_alt} m, never reached {above_m} m"
+            )
 
     def wait_disarmed(self, timeout: float = 60) -> None:
         if not self.wait(lambda v: not v.armed, timeout):
@@ -168,8 +176,13 @@ def sitl_factory(_sitlpool_ctx, request):
     def make(**kw) -> Sitl:
         opts = {**defaults, **kw}
         speedup = opts.pop("speedup", None) or ctx.speedup
-        h = manager.start(f"{request.node.name}-{len(made)}", speedup=speedup, wait=ctx.wait,
-                          owner=_owner(ctx, request, f"sitl {len(made)}"), **opts)
+        h = manager.start(
+            f"{request.node.name}-{len(made)}",
+            speedup=speedup,
+            wait=ctx.wait,
+            owner=_owner(ctx, request, f"sitl {len(made)}"),
+            **opts,
+        )
         if not ctx.ray:  # the recorder listens to a local link; a remote one forwards calls only
             _record(h)
         s = Sitl(h)

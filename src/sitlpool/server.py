@@ -48,10 +48,17 @@ def build(sessions: Sessions) -> MCPServer:
         """This server: its id, pool, lock dir, sessions, and what it reaped at start."""
         s = sessions
         await call(s.wait_started)
-        return {"server_id": s.server_id, "pid": os.getpid(), "pool": list(s.pool.pool), "lock_dir": str(s.pool.lock_dir),
-                "data_dir": str(s.settings.data_dir), "sitl_binary": str(s.settings.sitl_binary or "built-in vehicle"),
-                "sessions": len(s.open_sessions()),
-                "reaped_at_start": [r.as_dict() for r in s.reaped], "uptime_s": round(time.time() - s.started, 1)}
+        return {
+            "server_id": s.server_id,
+            "pid": os.getpid(),
+            "pool": list(s.pool.pool),
+            "lock_dir": str(s.pool.lock_dir),
+            "data_dir": str(s.settings.data_dir),
+            "sitl_binary": str(s.settings.sitl_binary or "built-in vehicle"),
+            "sessions": len(s.open_sessions()),
+            "reaped_at_start": [r.as_dict() for r in s.reaped],
+            "uptime_s": round(time.time() - s.started, 1),
+        }
 
     @mcp.tool(annotations=RO)
     async def list_instances(all: bool = False) -> dict:
@@ -76,21 +83,35 @@ def build(sessions: Sessions) -> MCPServer:
         return (await call(sessions.kill_instance, instance, force)).as_dict()
 
     @mcp.tool(annotations=ACT)
-    async def open_sitl(model: str = "quad", instance: int | None = None, label: str | None = None, speedup: float = 1,
-                        home: str | None = None, params: dict[str, float] | None = None, wipe: bool = True,
-                        wait_s: float = 0) -> dict:
+    async def open_sitl(
+        model: str = "quad",
+        instance: int | None = None,
+        label: str | None = None,
+        speedup: float = 1,
+        home: str | None = None,
+        params: dict[str, float] | None = None,
+        wipe: bool = True,
+        wait_s: float = 0,
+    ) -> dict:
         """Launch a SITL on a leased instance (the configured binary or the built-in vehicle) and connect to it.
         model: quad (default), hexa, ... or plane (real ArduPlane beside the configured ArduCopter; the built-in vehicle is a copter only).
         home: "lat,lon,alt_m,heading_deg"."""
         return (await call(sessions.open, model, instance, label, speedup, home, params, wipe, wait_s)).info()
 
     @mcp.tool(annotations=ACT)
-    async def attach_sitl(instance: int | None = None, endpoint: str | None = None, label: str | None = None,
-                          control: bool = False, force: bool = False) -> dict:
+    async def attach_sitl(
+        instance: int | None = None,
+        endpoint: str | None = None,
+        label: str | None = None,
+        control: bool = False,
+        force: bool = False,
+    ) -> dict:
         """Attach to a SITL someone else runs (by instance or tcp:HOST:PORT); read-only unless control=True.
         control=True on an instance another holder leases is refused, naming the holder; force=True overrides (logged)."""
         if (instance is None) == (endpoint is None):
-            raise ToolError("attach_sitl needs exactly one of instance or endpoint (e.g. endpoint='tcp:127.0.0.1:5762')")
+            raise ToolError(
+                "attach_sitl needs exactly one of instance or endpoint (e.g. endpoint='tcp:127.0.0.1:5762')"
+            )
         return (await call(sessions.attach, instance, endpoint, label, control, force)).info()
 
     @mcp.tool(annotations=DESTRUCTIVE)
@@ -147,7 +168,9 @@ def build(sessions: Sessions) -> MCPServer:
         return await call(sessions.fly, session_id, "rtl")
 
     @mcp.tool(annotations=RO)
-    async def wait_until(session_id: str, condition: str, value: str | float | None = None, timeout_s: float = 30) -> dict:
+    async def wait_until(
+        session_id: str, condition: str, value: str | float | None = None, timeout_s: float = 30
+    ) -> dict:
         """Wait (at most 55 s) for ready_to_arm, altitude_above/altitude_below (m), armed, disarmed, mode (name),
         reached (radius m of the last goto), landed, text, mission_item (N), mission_done. Returns met, timeout, died or closed."""
         return await call(sessions.wait_until, session_id, condition, value, timeout_s)
@@ -190,12 +213,19 @@ def check_loopback(host: str) -> None:
     except ValueError:
         ok = False
     if not ok:
-        raise SitlpoolError(f"refusing to serve MCP over HTTP on {host}: sitlpool binds loopback only "
-                            "(127.0.0.1 or ::1); tunnel it if you need it elsewhere")
+        raise SitlpoolError(
+            f"refusing to serve MCP over HTTP on {host}: sitlpool binds loopback only "
+            "(127.0.0.1 or ::1); tunnel it if you need it elsewhere"
+        )
 
 
-def serve(http_port: int | None = None, host: str = "127.0.0.1", settings=None, ray: str | None = None,
-          wire: stdio_wire.Wire | None = None) -> int:
+def serve(
+    http_port: int | None = None,
+    host: str = "127.0.0.1",
+    settings=None,
+    ray: str | None = None,
+    wire: stdio_wire.Wire | None = None,
+) -> int:
     """Serve one agent: over ``wire`` (stdio claimed by ``stdio_wire.serve``, which may have
     answered ``initialize`` already), the process's own stdio, or streamable HTTP."""
     if http_port is not None:

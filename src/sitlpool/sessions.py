@@ -22,8 +22,19 @@ from .process import SitlManager, SitlProcess, discover, kill_instance, reap_orp
 
 log = logging.getLogger("sitlpool.sessions")
 MAX_BLOCK_S = 55.0  # no tool may block longer than 60 s
-CONDITIONS = ("altitude_above", "altitude_below", "armed", "disarmed", "mode", "reached", "landed", "text",
-              "ready_to_arm", "mission_item", "mission_done")
+CONDITIONS = (
+    "altitude_above",
+    "altitude_below",
+    "armed",
+    "disarmed",
+    "mode",
+    "reached",
+    "landed",
+    "text",
+    "ready_to_arm",
+    "mission_item",
+    "mission_done",
+)
 ARM_WAIT_READY_S = 20.0  # arm waits this long for readiness before it asks the vehicle
 
 
@@ -40,8 +51,9 @@ def check_open_args(model, speedup, label=None, home=None, params=None) -> tuple
         label = validate_owner(label, "label")
     home = check_home(home)
     if params is not None and not isinstance(params, Mapping):
-        raise SitlpoolError(f"params {str(params)[:80]!r} is not a mapping of parameter names to values; "
-                            "give e.g. {'RTL_ALT': 1500}")
+        raise SitlpoolError(
+            f"params {str(params)[:80]!r} is not a mapping of parameter names to values; give e.g. {{'RTL_ALT': 1500}}"
+        )
     params = {str(k): check_finite(v, f"parameter {_printable(str(k))}") for k, v in (params or {}).items()}
     return model, speedup, label, home, params
 
@@ -92,8 +104,13 @@ class Session:
     def info(self) -> dict:
         h = self.handle
         out = {
-            "session_id": self.id, "label": self.label, "kind": self.kind, "state": self.state,
-            "instance": h.instance, "pid": h.pid, "read_only": bool(self.link and self.link.read_only),
+            "session_id": self.id,
+            "label": self.label,
+            "kind": self.kind,
+            "state": self.state,
+            "instance": h.instance,
+            "pid": h.pid,
+            "read_only": bool(self.link and self.link.read_only),
         }
         if h.ports is not None:
             out["ports"] = h.ports.as_dict()
@@ -169,8 +186,17 @@ class Sessions:
                 record(s.link)
         return s
 
-    def open(self, model: str = "quad", instance: int | None = None, label: str | None = None, speedup: float = 1.0,
-             home: str | None = None, params: dict | None = None, wipe: bool = True, wait_s: float = 0) -> Session:
+    def open(
+        self,
+        model: str = "quad",
+        instance: int | None = None,
+        label: str | None = None,
+        speedup: float = 1.0,
+        home: str | None = None,
+        params: dict | None = None,
+        wipe: bool = True,
+        wait_s: float = 0,
+    ) -> Session:
         model, speedup, label, home, params = check_open_args(model, speedup, label, home, params)
         if instance is not None:
             self._check_instance(instance)
@@ -178,9 +204,18 @@ class Sessions:
         sid = new_id()
         label = label or f"{model}-{sid}"
         wait_s = min(max(0.0, wait_s or 0), MAX_BLOCK_S / 2)
-        h = self._manager(binary).start(sid, model=model, instance=instance, wait=wait_s, speedup=speedup, home=home,
-                                        params=params, wipe=wipe, owner=self.owner(sid, label),
-                                        ready_timeout=min(self.settings.ready_timeout_s, MAX_BLOCK_S - wait_s))
+        h = self._manager(binary).start(
+            sid,
+            model=model,
+            instance=instance,
+            wait=wait_s,
+            speedup=speedup,
+            home=home,
+            params=params,
+            wipe=wipe,
+            owner=self.owner(sid, label),
+            ready_timeout=min(self.settings.ready_timeout_s, MAX_BLOCK_S - wait_s),
+        )
         return self._add(Session(sid, label, h, "managed"))
 
     def _manager(self, binary) -> SitlManager:
@@ -190,7 +225,9 @@ class Sessions:
         with self._lock:
             m = self._managers.get(binary)
             if m is None:
-                m = self._managers[binary] = SitlManager(self.settings.model_copy(update={"sitl_binary": binary}), self.pool)
+                m = self._managers[binary] = SitlManager(
+                    self.settings.model_copy(update={"sitl_binary": binary}), self.pool
+                )
             return m
 
     def _check_instance(self, instance) -> None:
@@ -200,8 +237,14 @@ class Sessions:
         if why:
             raise SessionError(f"{why}; give an instance number from 1 up")
 
-    def attach(self, instance: int | None = None, endpoint: str | None = None, label: str | None = None,
-               control: bool = False, force: bool = False) -> Session:
+    def attach(
+        self,
+        instance: int | None = None,
+        endpoint: str | None = None,
+        label: str | None = None,
+        control: bool = False,
+        force: bool = False,
+    ) -> Session:
         if label is not None:
             label = validate_owner(label, "label")
         if instance is not None:
@@ -232,15 +275,19 @@ class Sessions:
         if h is None or h.pid == os.getpid():
             return
         if not force:
-            raise SessionError(f"instance {n} is leased to {h.describe()}: control=True would let you fly its vehicle; "
-                               "attach read-only (control=False), ask its holder, or pass force=True if you must take control")
+            raise SessionError(
+                f"instance {n} is leased to {h.describe()}: control=True would let you fly its vehicle; "
+                "attach read-only (control=False), ask its holder, or pass force=True if you must take control"
+            )
         log.warning("control of instance %d forced by request while %s holds it", n, h.describe())
 
     def close(self, session_id: str) -> dict:
         s = self.get(session_id)
         self._close(s)
         info = s.info()
-        info["closed"] = "SITL stopped, lease released" if s.kind == "managed" else "detached; the SITL was left running"
+        info["closed"] = (
+            "SITL stopped, lease released" if s.kind == "managed" else "detached; the SITL was left running"
+        )
         return info
 
     def _close(self, s: Session) -> None:
@@ -284,8 +331,11 @@ class Sessions:
         owner = validate_owner(owner)  # before the server's own words are added to it
         if instance is not None:
             self._check_instance(instance)
-        lease = self.pool.acquire(f"{owner} (via sitlpool server {self.server_id})", instance=instance,
-                                  wait=min(max(0.0, wait_s or 0), MAX_BLOCK_S))
+        lease = self.pool.acquire(
+            f"{owner} (via sitlpool server {self.server_id})",
+            instance=instance,
+            wait=min(max(0.0, wait_s or 0), MAX_BLOCK_S),
+        )
         self.leases[lease.instance] = lease
         return lease
 
@@ -293,12 +343,16 @@ class Sessions:
         lease = self.leases.pop(instance, None)
         if lease is None:
             mine = ", ".join(map(str, self.leases)) or "none"
-            raise SessionError(f"instance {instance} was not leased through lease_instance on this server "
-                               f"(leases here: {mine}); sessions are released with close_sitl")
+            raise SessionError(
+                f"instance {instance} was not leased through lease_instance on this server "
+                f"(leases here: {mine}); sessions are released with close_sitl"
+            )
         lease.release()
 
     def kill_instance(self, instance: int, force: bool = False):
-        return kill_instance(instance, force=force, settings=self.settings, pool=LeasePool.from_settings(self.settings, check=False))
+        return kill_instance(
+            instance, force=force, settings=self.settings, pool=LeasePool.from_settings(self.settings, check=False)
+        )
 
     def list_instances(self, all: bool = False) -> dict:
         mine = {s.handle.instance: s.id for s in self.open_sessions() if s.kind == "managed"}
@@ -313,8 +367,12 @@ class Sessions:
             d["this_server_lease"] = h.instance in self.leases
             d["busy_ports"] = [b.describe() for b in busy[h.instance]]
             held.append(d)
-        out = {"pool": list(self.pool.pool), "lock_dir": str(self.pool.lock_dir), "leased": held,
-               "running_without_lease": [d.as_dict() for d in discover(self.settings, self.pool)]}
+        out = {
+            "pool": list(self.pool.pool),
+            "lock_dir": str(self.pool.lock_dir),
+            "leased": held,
+            "running_without_lease": [d.as_dict() for d in discover(self.settings, self.pool)],
+        }
         if all:
             heldset = {h["instance"] for h in held}
             unleased = [n for n in self.pool.pool if n not in heldset]
@@ -322,8 +380,10 @@ class Sessions:
             out["free"] = [n for n in unleased if n not in busy_free]
             if busy_free:
                 name_holders([b for bs in busy_free.values() for b in bs])
-                out["ports_taken"] = [{"instance": n, "state": "ports taken", "busy_ports": [b.describe() for b in bs]}
-                                      for n, bs in busy_free.items()]
+                out["ports_taken"] = [
+                    {"instance": n, "state": "ports taken", "busy_ports": [b.describe() for b in bs]}
+                    for n, bs in busy_free.items()
+                ]
         return out
 
     # ---- flying --------------------------------------------------------------------
@@ -423,7 +483,10 @@ class Sessions:
         f = s.flight
         f.notes = []
         if action == "arm":
-            f.arm(kw.get("force", False), wait_ready_s=min(max(0.0, kw.get("wait_ready_s", ARM_WAIT_READY_S)), MAX_BLOCK_S / 2))
+            f.arm(
+                kw.get("force", False),
+                wait_ready_s=min(max(0.0, kw.get("wait_ready_s", ARM_WAIT_READY_S)), MAX_BLOCK_S / 2),
+            )
         elif action == "disarm":
             f.disarm(kw.get("force", False))
         elif action == "set_mode":

@@ -28,8 +28,9 @@ class StateWriter:
     """Writes ``path`` every ``period`` s from ``link.vehicle`` until stopped; the file is
     removed when the writer stops or the link is stopped (the session closed)."""
 
-    def __init__(self, link, path: Path, instance: int | None = None, sitl_pid: int | None = None,
-                 period: float = PERIOD_S):
+    def __init__(
+        self, link, path: Path, instance: int | None = None, sitl_pid: int | None = None, period: float = PERIOD_S
+    ):
         self.link = link
         self.path = Path(path)
         self.instance = instance
@@ -40,7 +41,7 @@ class StateWriter:
         self._me = (os.getpid(), procinfo.start_ticks(os.getpid()) or 0)
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"state file {self.path.parent.name}")
 
-    def start(self) -> "StateWriter":
+    def start(self) -> StateWriter:
         self._thread.start()
         return self
 
@@ -56,13 +57,21 @@ class StateWriter:
         last = texts[-1] if texts else None
         age = v.heartbeat_age()
         return {
-            "schema": 1, "instance": self.instance, "sitl_pid": self.sitl_pid,
-            "writer_pid": self._me[0], "writer_start_ticks": self._me[1], "time": round(time.time(), 3),
-            "link": self.link.state, "mode": v.mode, "armed": v.armed,
+            "schema": 1,
+            "instance": self.instance,
+            "sitl_pid": self.sitl_pid,
+            "writer_pid": self._me[0],
+            "writer_start_ticks": self._me[1],
+            "time": round(time.time(), 3),
+            "link": self.link.state,
+            "mode": v.mode,
+            "armed": v.armed,
             "relative_alt_m": None if v.rel_alt is None else round(v.rel_alt, 2),
-            "battery_pct": v.battery_remaining, "battery_v": None if v.voltage is None else round(v.voltage, 2),
+            "battery_pct": v.battery_remaining,
+            "battery_v": None if v.voltage is None else round(v.voltage, 2),
             "heartbeat_age_s": None if age is None else round(age, 2),
-            "last_text": None if last is None else last[2], "last_text_time": None if last is None else round(last[0], 3),
+            "last_text": None if last is None else last[2],
+            "last_text_time": None if last is None else round(last[0], 3),
         }
 
     def write(self) -> None:
@@ -98,9 +107,15 @@ def start_writer(link, data_dir: Path, instance: int, sitl_pid: int | None = Non
 
 
 _TYPES = {  # field -> what a writer puts there; anything else is someone else's junk
-    "mode": (str, type(None)), "armed": (bool,), "link": (str, type(None)), "last_text": (str, type(None)),
-    "relative_alt_m": (int, float, type(None)), "battery_pct": (int, type(None)), "battery_v": (int, float, type(None)),
-    "heartbeat_age_s": (int, float, type(None)), "sitl_pid": (int, type(None)),
+    "mode": (str, type(None)),
+    "armed": (bool,),
+    "link": (str, type(None)),
+    "last_text": (str, type(None)),
+    "relative_alt_m": (int, float, type(None)),
+    "battery_pct": (int, type(None)),
+    "battery_v": (int, float, type(None)),
+    "heartbeat_age_s": (int, float, type(None)),
+    "sitl_pid": (int, type(None)),
 }
 
 
@@ -143,7 +158,7 @@ def read_all(data_dir: Path) -> list[dict]:
     """Every instance's state file under ``data_dir``, by instance."""
     root = Path(data_dir) / "sessions"
     try:
-        names = sorted((int(n) for n in os.listdir(root) if n.isdigit()))
+        names = sorted(int(n) for n in os.listdir(root) if n.isdigit())
     except OSError:
         return []
     out = []

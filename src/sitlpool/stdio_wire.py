@@ -33,13 +33,20 @@ INSTRUCTIONS = (
     "ArduPilot SITL sessions on leased instances. open_sitl launches a vehicle you own; attach_sitl watches one "
     "someone else runs (read-only unless control=True). Fly with arm/set_mode/takeoff/goto/land/rtl and wait_until; "
     "snapshot says whether the vehicle is ready to arm and why not (wait_until ready_to_arm waits for it); "
-    "sitlpool applies the vehicle's rules (copter or plane) for you. close_sitl when done.")
+    "sitlpool applies the vehicle's rules (copter or plane) for you. close_sitl when done."
+)
 # what the SDK's MCPServer advertises through initialize, and through server/discover (the
 # 2026-07-28 protocol); tests/test_stdio_wire.py fails if the SDK's own answers differ
-CAPABILITIES = {"prompts": {"listChanged": False}, "resources": {"listChanged": False, "subscribe": False},
-                "tools": {"listChanged": False}}
-MODERN_CAPABILITIES = {"prompts": {"listChanged": True}, "resources": {"listChanged": True, "subscribe": True},
-                       "tools": {"listChanged": True}}
+CAPABILITIES = {
+    "prompts": {"listChanged": False},
+    "resources": {"listChanged": False, "subscribe": False},
+    "tools": {"listChanged": False},
+}
+MODERN_CAPABILITIES = {
+    "prompts": {"listChanged": True},
+    "resources": {"listChanged": True, "subscribe": True},
+    "tools": {"listChanged": True},
+}
 META = "io.modelcontextprotocol/"
 
 
@@ -78,16 +85,25 @@ def initialize_result(params: dict, versions: tuple[str, ...]) -> dict:
     """The ``initialize`` result the SDK gives: the client's protocol version if the SDK
     speaks it, else the newest it negotiates."""
     requested = params.get("protocolVersion")
-    return {"capabilities": CAPABILITIES, "instructions": INSTRUCTIONS,
-            "protocolVersion": requested if requested in versions else versions[-1],
-            "serverInfo": {"name": NAME, "version": version()}}
+    return {
+        "capabilities": CAPABILITIES,
+        "instructions": INSTRUCTIONS,
+        "protocolVersion": requested if requested in versions else versions[-1],
+        "serverInfo": {"name": NAME, "version": version()},
+    }
 
 
 def discover_result(modern: tuple[str, ...]) -> dict:
     """The ``server/discover`` result the SDK gives (2026-07-28 protocol)."""
-    return {"cacheScope": "private", "capabilities": MODERN_CAPABILITIES, "instructions": INSTRUCTIONS,
-            "resultType": "complete", "supportedVersions": list(modern), "ttlMs": 0,
-            "_meta": {META + "serverInfo": {"name": NAME, "version": version()}}}
+    return {
+        "cacheScope": "private",
+        "capabilities": MODERN_CAPABILITIES,
+        "instructions": INSTRUCTIONS,
+        "resultType": "complete",
+        "supportedVersions": list(modern),
+        "ttlMs": 0,
+        "_meta": {META + "serverInfo": {"name": NAME, "version": version()}},
+    }
 
 
 def early_answer(line: bytes, versions: tuple[tuple[str, ...], tuple[str, ...]] | None) -> dict | None:
@@ -103,8 +119,11 @@ def early_answer(line: bytes, versions: tuple[tuple[str, ...], tuple[str, ...]] 
         json.dumps(msg, ensure_ascii=False).encode("utf-8")
     except ValueError:  # UnicodeEncodeError included
         return None
-    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or msg.get("method") not in ("initialize",
-                                                                                            "server/discover"):
+    if (
+        not isinstance(msg, dict)
+        or msg.get("jsonrpc") != "2.0"
+        or msg.get("method") not in ("initialize", "server/discover")
+    ):
         return None
     rid, params = msg.get("id"), msg.get("params")
     if isinstance(rid, bool) or not isinstance(rid, (int, str)) or not isinstance(params, dict):
@@ -113,21 +132,33 @@ def early_answer(line: bytes, versions: tuple[tuple[str, ...], tuple[str, ...]] 
     if msg["method"] == "server/discover":
         meta = params.get("_meta")
         info = meta.get(META + "clientInfo") if isinstance(meta, dict) else None
-        if not (modern and meta.get(META + "protocolVersion") in modern and _implementation(info)
-                and _capabilities(meta.get(META + "clientCapabilities")) and set(params) == {"_meta"}):
+        if not (
+            modern
+            and meta.get(META + "protocolVersion") in modern
+            and _implementation(info)
+            and _capabilities(meta.get(META + "clientCapabilities"))
+            and set(params) == {"_meta"}
+        ):
             return None  # the SDK's own answer (or error) is the right one
         return {"jsonrpc": "2.0", "id": rid, "result": discover_result(modern)}
-    if not (isinstance(params.get("protocolVersion"), str) and _capabilities(params.get("capabilities"))
-            and isinstance(params.get("_meta", {}), dict)
-            and _implementation(params.get("clientInfo"))):
+    if not (
+        isinstance(params.get("protocolVersion"), str)
+        and _capabilities(params.get("capabilities"))
+        and isinstance(params.get("_meta", {}), dict)
+        and _implementation(params.get("clientInfo"))
+    ):
         return None  # the SDK's validation error is the right answer
     return {"jsonrpc": "2.0", "id": rid, "result": initialize_result(params, handshake)}
 
 
 def _implementation(info) -> bool:
-    return (isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)
-            and all(isinstance(info.get(k, ""), str) for k in ("title", "description", "websiteUrl"))
-            and isinstance(info.get("icons", []), list))
+    return (
+        isinstance(info, dict)
+        and isinstance(info.get("name"), str)
+        and isinstance(info.get("version"), str)
+        and all(isinstance(info.get(k, ""), str) for k in ("title", "description", "websiteUrl"))
+        and isinstance(info.get("icons", []), list)
+    )
 
 
 def _capabilities(caps) -> bool:
@@ -156,7 +187,7 @@ class Wire:
     handed_over: bool = False  # the SDK has the wire
 
     @classmethod
-    def claim(cls) -> "Wire":
+    def claim(cls) -> Wire:
         inp = _claim(0, "rb", os.open(os.devnull, os.O_RDONLY))
         out = _claim(1, "wb", os.dup(2))
         return cls(inp, out)
@@ -196,18 +227,22 @@ class Wire:
         if not isinstance(msg, dict) or msg.get("id") != self.answered["id"] or "method" in msg:
             return False
         res = msg.get("result")
-        if "error" not in msg and not (isinstance(res, dict) and ("protocolVersion" in res or "supportedVersions" in res)):
+        if "error" not in msg and not (
+            isinstance(res, dict) and ("protocolVersion" in res or "supportedVersions" in res)
+        ):
             # the answer to a later request reusing the id: the SDK never answered ours (it could not parse it)
             log.warning("the MCP SDK did not answer the initialize sitlpool answered early")
             self.answered = None
             return False
         ours, self.answered = self.answered, None
         if msg.get("result") != ours["result"]:
-            log.warning("the MCP SDK's initialize answer differs from the one sitlpool sent early: sent %s, "
-                        "the SDK says %s; report this with your mcp version",
-                        json.dumps(ours.get("result")), json.dumps(msg.get("result", msg.get("error"))))
+            log.warning(
+                "the MCP SDK's initialize answer differs from the one sitlpool sent early: sent %s, "
+                "the SDK says %s; report this with your mcp version",
+                json.dumps(ours.get("result")),
+                json.dumps(msg.get("result", msg.get("error"))),
+            )
         return True
-
 
     def refuse_all(self, why: str) -> None:
         """The server could not start after ``initialize`` was answered: answer every request

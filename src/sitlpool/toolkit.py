@@ -48,11 +48,14 @@ def picture_png(sessions, session_id: str, last_s: float | None = None) -> tuple
     title = f"session {s.id} ({s.label}), instance {s.handle.instance}"
     png = picture.of_recorder(rec, last_s, title)
     pts = rec.points(last_s)
-    summary = {"session_id": s.id, "positions": len(pts),
-               "seconds": round(pts[-1][0] - pts[0][0], 1) if pts else 0.0,
-               "max_relative_alt_m": round(max(p[3] for p in pts), 2) if pts else None,
-               "mission_waypoints": len([it for it in rec.mission or [] if "lat" in it]),
-               "png_bytes": len(png)}
+    summary = {
+        "session_id": s.id,
+        "positions": len(pts),
+        "seconds": round(pts[-1][0] - pts[0][0], 1) if pts else 0.0,
+        "max_relative_alt_m": round(max(p[3] for p in pts), 2) if pts else None,
+        "mission_waypoints": len([it for it in rec.mission or [] if "lat" in it]),
+        "png_bytes": len(png),
+    }
     return png, summary
 
 
@@ -99,6 +102,7 @@ def register(mcp, sessions, call) -> None:
         """Fly the uploaded mission in AUTO from item 1 (or `item`). On the ground it arms first (GUIDED, then
         MISSION_START); refusals carry the vehicle's reasons. Follow with mission_status or
         wait_until(condition="mission_item", value=N) / wait_until(condition="mission_done")."""
+
         def run(link, it):
             from .flight import Flight
             from .mavlink import mission

@@ -23,26 +23,43 @@ def ray_resources_json(settings=None) -> str:
 
 def add_subcommands(sub) -> None:
     """``ray-resources`` and ``batch`` on sitlpool's subparsers."""
-    r = sub.add_parser("ray-resources", help="the JSON for ray start --resources: this node's pool as the sitl resource",
-                       description='ray start ... --resources "$(sitlpool ray-resources)"')
+    r = sub.add_parser(
+        "ray-resources",
+        help="the JSON for ray start --resources: this node's pool as the sitl resource",
+        description='ray start ... --resources "$(sitlpool ray-resources)"',
+    )
     r.set_defaults(fn=cmd_ray_resources)
-    b = sub.add_parser("batch", help="run a scenario file's items on SITLs across a Ray cluster (JSON lines out)",
-                       description="FILE is a Python module with items() (the scenarios) and run(sitl, item) "
-                                   "(one scenario on a ready, leased SITL). One JSON line per item, in item order; "
-                                   "exit 1 if any item failed.")
+    b = sub.add_parser(
+        "batch",
+        help="run a scenario file's items on SITLs across a Ray cluster (JSON lines out)",
+        description="FILE is a Python module with items() (the scenarios) and run(sitl, item) "
+        "(one scenario on a ready, leased SITL). One JSON line per item, in item order; "
+        "exit 1 if any item failed.",
+    )
     b.add_argument("file", help="the scenario module (.py)")
-    b.add_argument("--ray", metavar="ADDRESS", type=ray_address, help="the cluster's head (HOST:PORT); default: a Ray of this machine")
+    b.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        type=ray_address,
+        help="the cluster's head (HOST:PORT); default: a Ray of this machine",
+    )
     b.add_argument("--model", default="quad")
     b.add_argument("--speedup", type=float, default=None, help="SITL speedup (default SITLPOOL_SPEEDUP)")
     b.add_argument("--retries", type=int, default=1, help="times an item lost with its node runs again elsewhere")
-    b.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="the per-node progress bar on stderr (default: when stderr is a terminal)")
+    b.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the per-node progress bar on stderr (default: when stderr is a terminal)",
+    )
     b.set_defaults(fn=cmd_batch)
 
 
 def add_status_option(status_parser) -> None:
     """``--ray ADDRESS`` on ``sitlpool status``."""
-    status_parser.add_argument("--ray", metavar="ADDRESS", type=ray_address, help="every node of the Ray cluster at ADDRESS (HOST:PORT)")
+    status_parser.add_argument(
+        "--ray", metavar="ADDRESS", type=ray_address, help="every node of the Ray cluster at ADDRESS (HOST:PORT)"
+    )
 
 
 def cmd_ray_resources(a) -> int:
@@ -61,11 +78,16 @@ def ray_address(text: str) -> str:
 
     t = text.strip()
     host, sep, port = t.rpartition(":")
-    if t == "auto" or t.startswith("ray://") or (sep and host.strip("[]") and port.isascii() and port.isdigit()
-                                                   and 0 < int(port) < 65536):
+    if (
+        t == "auto"
+        or t.startswith("ray://")
+        or (sep and host.strip("[]") and port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+    ):
         return t
-    raise argparse.ArgumentTypeError(f"Ray address {text!r} is not HOST:PORT; give the head's address as ray start "
-                                     "--head prints it, e.g. 10.0.0.5:6379")
+    raise argparse.ArgumentTypeError(
+        f"Ray address {text!r} is not HOST:PORT; give the head's address as ray start "
+        "--head prints it, e.g. 10.0.0.5:6379"
+    )
 
 
 def load_scenarios(path: str):
@@ -80,10 +102,14 @@ def load_scenarios(path: str):
     try:
         spec.loader.exec_module(mod)
     except Exception as e:
-        raise SitlpoolError(f"scenario file {path} failed to load: {type(e).__name__}: {_one_line(e)}; fix it and run again") from None
+        raise SitlpoolError(
+            f"scenario file {path} failed to load: {type(e).__name__}: {_one_line(e)}; fix it and run again"
+        ) from None
     except SystemExit as e:
-        raise SitlpoolError(f"scenario file {path} called sys.exit({e.code!r}) while loading; a scenario file only defines "
-                            "items() and run(sitl, item)") from None
+        raise SitlpoolError(
+            f"scenario file {path} called sys.exit({e.code!r}) while loading; a scenario file only defines "
+            "items() and run(sitl, item)"
+        ) from None
     for name in ("items", "run"):
         if not callable(getattr(mod, name, None)):
             raise SitlpoolError(f"scenario file {path} has no function {name}(); it needs items() and run(sitl, item)")
@@ -120,8 +146,10 @@ def cmd_batch(a) -> int:
     try:
         items = list(mod.items())
     except Exception as e:
-        raise SitlpoolError(f"scenario file {a.file}: items() raised {type(e).__name__}: {_one_line(e)}; it must return "
-                            "the scenarios (a list or any iterable)") from None
+        raise SitlpoolError(
+            f"scenario file {a.file}: items() raised {type(e).__name__}: {_one_line(e)}; it must return "
+            "the scenarios (a list or any iterable)"
+        ) from None
     fleet = Fleet(a.ray)
     try:
         results = fleet.map(mod.run, items, model=a.model, speedup=a.speedup, retries=a.retries, progress=a.progress)
@@ -158,7 +186,9 @@ def status_table(doc: dict):
         owner = h["owner"] or f"? (lock file names {h['record_owner']} pid {h['record_pid']})"
         sitl = h.get("sitl")
         sitl_text = "-" if not sitl else f"pid {sitl['pid']} {'running' if sitl['alive'] else 'gone'}"
-        t.add_row(h["node_id"][:8], h["host"], str(h["instance"]), owner, str(h["pid"]), format_age(h["age_s"]), sitl_text)
+        t.add_row(
+            h["node_id"][:8], h["host"], str(h["instance"]), owner, str(h["pid"]), format_age(h["age_s"]), sitl_text
+        )
     parts = [n, t if doc["held"] else Text("no instance is leased on any node")]
     if doc["running_without_lease"]:
         u = Table(title="SITLs running without a lease", title_justify="left")

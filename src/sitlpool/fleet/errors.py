@@ -42,9 +42,17 @@ class ItemFailed(SitlpoolError):
         return (_item_failed, (self.index, self.item, self.as_dict()))
 
     def as_dict(self) -> dict:
-        return {"type": self.type, "message": self.error, "traceback": self.traceback, "texts": self.texts,
-                "stderr_tail": self.stderr_tail, "host": self.host, "node_id": self.node_id,
-                "instance": self.instance, "attempts": self.attempts}
+        return {
+            "type": self.type,
+            "message": self.error,
+            "traceback": self.traceback,
+            "texts": self.texts,
+            "stderr_tail": self.stderr_tail,
+            "host": self.host,
+            "node_id": self.node_id,
+            "instance": self.instance,
+            "attempts": self.attempts,
+        }
 
 
 def _item_failed(index, item, info):

@@ -45,8 +45,10 @@ class Fleet:
         self._node = node
         self._closed = False
         if address is not None and (not isinstance(address, str) or not address.strip()):
-            raise FleetError(f"Ray address {address!r} is blank; give the head's HOST:PORT (ray start --head prints it), "
-                             "or no address for a Ray of this machine alone")
+            raise FleetError(
+                f"Ray address {address!r} is blank; give the head's HOST:PORT (ray start --head prints it), "
+                "or no address for a Ray of this machine alone"
+            )
         with _CONNECTION_LOCK:
             if ray.is_initialized():
                 _same_cluster(address)
@@ -63,8 +65,10 @@ class Fleet:
                         _reachable(address)
                         ray.init(address=address, **kw)
                 except (ConnectionError, RuntimeError, ValueError) as e:
-                    raise FleetError(f"cannot connect to the Ray cluster at {address}: {' '.join(str(e).split())[:300]}; "
-                                     "check the head's address (ray start --head prints it) and that it runs") from None
+                    raise FleetError(
+                        f"cannot connect to the Ray cluster at {address}: {' '.join(str(e).split())[:300]}; "
+                        "check the head's address (ray start --head prints it) and that it runs"
+                    ) from None
                 _CONNECTION["started"] = True
             _CONNECTION["users"] += 1
         self.address = address
@@ -135,8 +139,11 @@ class Fleet:
         """Live nodes: ``node_id``, ``host``, ``sitl`` (slots advertised)."""
         import ray
 
-        return [{"node_id": n["NodeID"], "host": n["NodeManagerAddress"], RESOURCE: n["Resources"].get(RESOURCE, 0)}
-                for n in ray.nodes() if n["Alive"]]
+        return [
+            {"node_id": n["NodeID"], "host": n["NodeManagerAddress"], RESOURCE: n["Resources"].get(RESOURCE, 0)}
+            for n in ray.nodes()
+            if n["Alive"]
+        ]
 
     def capacity(self) -> tuple[float, float]:
         """(slots in the cluster, slots free now) as Ray counts them."""
@@ -147,14 +154,24 @@ class Fleet:
     def _need_capacity(self) -> float:
         total, _ = self.capacity()
         if total < 1:
-            raise FleetError(f"no node of the Ray cluster at {self.address or 'this machine'} offers the {RESOURCE!r} "
-                             "resource; start each node with ray start --resources \"$(sitlpool ray-resources)\"")
+            raise FleetError(
+                f"no node of the Ray cluster at {self.address or 'this machine'} offers the {RESOURCE!r} "
+                'resource; start each node with ray start --resources "$(sitlpool ray-resources)"'
+            )
         return total
 
     # ---- one SITL --------------------------------------------------------------------
 
-    def open(self, model: str = "quad", speedup: float = 1, params: dict | None = None, home: str | None = None,
-             label: str | None = None, wait_s: float | None = None, wipe: bool = True) -> RemoteSitl:
+    def open(
+        self,
+        model: str = "quad",
+        speedup: float = 1,
+        params: dict | None = None,
+        home: str | None = None,
+        label: str | None = None,
+        wait_s: float | None = None,
+        wipe: bool = True,
+    ) -> RemoteSitl:
         """A SITL launched on whichever node has room, as a ``RemoteSitl``. ``wait_s``: how
         long to wait for a free slot (None: as long as it takes; 0: fail at once)."""
         import ray
@@ -191,7 +208,8 @@ class Fleet:
                 try:
                     launch = dict(model=model, speedup=speedup, params=params, home=home, label=label, wipe=wipe)
                     actor = self._actor_cls.options(
-                        resources={RESOURCE: 1}, num_cpus=0,
+                        resources={RESOURCE: 1},
+                        num_cpus=0,
                         scheduling_strategy=PlacementGroupSchedulingStrategy(slot, placement_group_bundle_index=0),
                     ).remote(self._node_settings(), launch)
                     ray.get(actor.ready.remote(), timeout=START_TIMEOUT_S)
@@ -203,10 +221,14 @@ class Fleet:
                     if isinstance(e, ray.exceptions.RayTaskError):
                         raise unwrap(e) from None
                     if isinstance(e, ray.exceptions.GetTimeoutError):
-                        raise FleetError(f"the SITL's actor was not ready within {START_TIMEOUT_S:g}s of being placed; "
-                                         "the node may be overloaded (fleet.status() shows the cluster)") from None
+                        raise FleetError(
+                            f"the SITL's actor was not ready within {START_TIMEOUT_S:g}s of being placed; "
+                            "the node may be overloaded (fleet.status() shows the cluster)"
+                        ) from None
                     if isinstance(e, ray.exceptions.RayError):
-                        raise FleetError(f"the actor for a new SITL died while starting: {ray_reason(e)}; try again") from None
+                        raise FleetError(
+                            f"the actor for a new SITL died while starting: {ray_reason(e)}; try again"
+                        ) from None
                     raise
                 if "refused" in info:
                     log.info("node %s refused a lease: %s; placing elsewhere", info["host"], info["refused"])
@@ -214,8 +236,10 @@ class Fleet:
                     refused_slots.append(slot)
                     refused = f"{info['host']} (node {info['node_id'][:8]}): {info['refused']}"
                     if len(refused_slots) >= total:
-                        raise NoRoom(f"every node Ray placed the SITL on refused a lease (last: {info['host']}: "
-                                     f"{info['refused']}); SITLs started outside sitlpool hold the instances Ray counts as free")
+                        raise NoRoom(
+                            f"every node Ray placed the SITL on refused a lease (last: {info['host']}: "
+                            f"{info['refused']}); SITLs started outside sitlpool hold the instances Ray counts as free"
+                        )
                     continue
                 sitl = RemoteSitl(actor, info, self, slot)
                 self._open.add(sitl)
@@ -226,11 +250,15 @@ class Fleet:
 
     def _no_room(self, total: float, waited: float | None, refused: str | None = None) -> str:
         how = "at once (wait_s=0)" if not waited else f"within {waited:g}s"
-        msg = (f"no node of the cluster had a free sitl slot {how}: all {total:g} are in use; "
-               "close a SITL, wait (wait_s=None waits as long as it takes), or add nodes")
+        msg = (
+            f"no node of the cluster had a free sitl slot {how}: all {total:g} are in use; "
+            "close a SITL, wait (wait_s=None waits as long as it takes), or add nodes"
+        )
         if refused:
-            msg += (f"; a slot Ray counted as free was refused by its node's lease, {refused} "
-                    "(a SITL started outside sitlpool holds an instance there)")
+            msg += (
+                f"; a slot Ray counted as free was refused by its node's lease, {refused} "
+                "(a SITL started outside sitlpool holds an instance there)"
+            )
         return msg
 
     def _forget(self, sitl: RemoteSitl) -> None:
@@ -238,9 +266,18 @@ class Fleet:
 
     # ---- many scenarios --------------------------------------------------------------------
 
-    def map(self, fn, items, model: str = "quad", speedup: float | None = None, retries: int = 1,
-            params: dict | None = None, home: str | None = None, progress: bool | None = None,
-            label: str | None = None) -> list:
+    def map(
+        self,
+        fn,
+        items,
+        model: str = "quad",
+        speedup: float | None = None,
+        retries: int = 1,
+        params: dict | None = None,
+        home: str | None = None,
+        progress: bool | None = None,
+        label: str | None = None,
+    ) -> list:
         """``fn(sitl, item)`` for each item on a SITL leased on whichever node has room; the
         results in item order. An exception in ``fn`` is that item's result (an
         ``ItemFailed`` with the vehicle's last STATUSTEXTs and the SITL's stderr tail); an
@@ -252,7 +289,9 @@ class Fleet:
 
         self._check_usable()
         # what every item shares is checked once, here: not a batch of identical failures
-        model, checked, label, home, params = check_open_args(model, 1 if speedup is None else speedup, label, home, params)
+        model, checked, label, home, params = check_open_args(
+            model, 1 if speedup is None else speedup, label, home, params
+        )
         speedup = None if speedup is None else checked
         items = list(items)
         total = self._need_capacity()
@@ -267,9 +306,11 @@ class Fleet:
         except Exception as e:  # pickling: Ray's own message is a many-line dump
             if tally is not None:
                 ray.kill(tally)
-            raise FleetError(f"the function {getattr(fn, '__name__', fn)!r} cannot be sent to the nodes "
-                             f"({type(e).__name__}: {ray_reason(e)[:200]}); define it at the top of a module or "
-                             "script, using only what can be pickled") from None
+            raise FleetError(
+                f"the function {getattr(fn, '__name__', fn)!r} cannot be sent to the nodes "
+                f"({type(e).__name__}: {ray_reason(e)[:200]}); define it at the top of a module or "
+                "script, using only what can be pickled"
+            ) from None
         results: list = [None] * len(items)
         pending: dict = {}
         attempts = [0] * len(items)
@@ -301,8 +342,11 @@ class Fleet:
                             out = ray.get(ref)
                         except ray.exceptions.RayTaskError as e:  # e.g. a result that cannot be pickled
                             cause = unwrap(e)
-                            results[i] = ItemFailed(i, items[i], {"type": type(cause).__name__, "message": ray_reason(cause),
-                                                                  "attempts": attempts[i]})
+                            results[i] = ItemFailed(
+                                i,
+                                items[i],
+                                {"type": type(cause).__name__, "message": ray_reason(cause), "attempts": attempts[i]},
+                            )
                             bar.finished(i, None, ok=False)
                             continue
                         except ray.exceptions.RayError as e:  # its worker or node died
@@ -311,19 +355,28 @@ class Fleet:
                                 bar.lost(i)
                                 submit(i)
                             else:
-                                results[i] = ItemFailed(i, items[i], {"type": "Lost", "message": f"died: {ray_reason(e)}",
-                                                                      "attempts": attempts[i]})
+                                results[i] = ItemFailed(
+                                    i,
+                                    items[i],
+                                    {"type": "Lost", "message": f"died: {ray_reason(e)}", "attempts": attempts[i]},
+                                )
                                 bar.finished(i, None, ok=False)
                             continue
                         if out["kind"] == "refused":
                             # Ray's count for that node was one too high: hold a slot there meanwhile
-                            log.info("node %s refused a lease: %s; placing item %d elsewhere", out["host"], out["message"], i)
-                            slots.append(self._slot_cls.options(
-                                resources={RESOURCE: 1}, num_cpus=0,
-                                scheduling_strategy=_on_node(out["node_id"])).remote())
+                            log.info(
+                                "node %s refused a lease: %s; placing item %d elsewhere", out["host"], out["message"], i
+                            )
+                            slots.append(
+                                self._slot_cls.options(
+                                    resources={RESOURCE: 1}, num_cpus=0, scheduling_strategy=_on_node(out["node_id"])
+                                ).remote()
+                            )
                             if len(slots) >= total:  # every slot is refused: nothing waiting could ever run
-                                why = (f"every sitl slot of the cluster was refused by its node's lease (last: {out['host']}: "
-                                       f"{out['message']}); SITLs started outside sitlpool hold the instances Ray counts as free")
+                                why = (
+                                    f"every sitl slot of the cluster was refused by its node's lease (last: {out['host']}: "
+                                    f"{out['message']}); SITLs started outside sitlpool hold the instances Ray counts as free"
+                                )
                                 fail(i, "NoRoom", why)
                                 for ref, j in list(pending.items()):
                                     ray.cancel(ref, force=True)
@@ -424,8 +477,10 @@ def _same_cluster(address: str | None) -> None:
 
     gcs = ray.get_runtime_context().gcs_address or ""
     if _endpoint(address) != _endpoint(gcs):
-        raise FleetError(f"this process is already connected to the Ray cluster at {gcs}, not {address}; Ray allows one "
-                         "cluster per process: use that address, or another process for the other cluster")
+        raise FleetError(
+            f"this process is already connected to the Ray cluster at {gcs}, not {address}; Ray allows one "
+            "cluster per process: use that address, or another process for the other cluster"
+        )
 
 
 def _endpoint(address: str) -> tuple[str, str]:

@@ -31,9 +31,12 @@ def node_identity() -> dict:
 
 
 def connect_strings(host: str, ports) -> dict:
-    return {"serial1": f"tcp:{host}:{ports.serial1}", "serial2": f"tcp:{host}:{ports.serial2}",
-            "mavproxy": f"mavproxy.py --master=tcp:{host}:{ports.serial1}",
-            "note": "serial0 is sitlpool's own link; each serial port serves one client"}
+    return {
+        "serial1": f"tcp:{host}:{ports.serial1}",
+        "serial2": f"tcp:{host}:{ports.serial2}",
+        "mavproxy": f"mavproxy.py --master=tcp:{host}:{ports.serial1}",
+        "note": "serial0 is sitlpool's own link; each serial port serves one client",
+    }
 
 
 class SitlActor:
@@ -71,8 +74,9 @@ class SitlActor:
             from ..config import ValidatedSettings
             from ..sessions import Sessions
 
-            self.sessions = Sessions(settings=ValidatedSettings(values) if values else None,
-                                     server_id=f"ray-{os.getpid()}")
+            self.sessions = Sessions(
+                settings=ValidatedSettings(values) if values else None, server_id=f"ray-{os.getpid()}"
+            )
             s = self.sessions.open(**launch)
         except OwnerError as e:  # the label is wrong, not the node's count
             out.set_exception(e)
@@ -150,9 +154,9 @@ class Slot:
 def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
     """Run ``fn(sitl, item)`` on a SITL leased and launched on this node; the SITL is
     stopped and its lease released before the result goes back."""
-    from ..pytest_plugin import Sitl  # the local handle the pytest plugin gives
     from ..process import ManagedManager
     from ..process.managed import stderr_tail
+    from ..pytest_plugin import Sitl  # the local handle the pytest plugin gives
 
     ident = node_identity()
     if tally is not None:
@@ -162,9 +166,14 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
     h = None
     try:
         try:
-            h = m.start(f"item-{index}", owner=f"sitlpool fleet item {index} ({opts.get('label') or 'map'}) pid {os.getpid()}",
-                        model=opts.get("model", "quad"), speedup=opts.get("speedup"), params=opts.get("params"),
-                        home=opts.get("home"))
+            h = m.start(
+                f"item-{index}",
+                owner=f"sitlpool fleet item {index} ({opts.get('label') or 'map'}) pid {os.getpid()}",
+                model=opts.get("model", "quad"),
+                speedup=opts.get("speedup"),
+                params=opts.get("params"),
+                home=opts.get("home"),
+            )
         except LeaseError as e:
             if isinstance(e, OwnerError):  # the label is wrong, not the node's count: this item's failure
                 raise
@@ -174,12 +183,29 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
             return {"kind": "ok", "result": result, "instance": h.instance, "seconds": time.monotonic() - t0, **ident}
         except Exception as e:  # the item's failure, not the batch's
             texts = [t for _, _, t in list(h.link.vehicle.texts)[-10:]] if h.link is not None else []
-            return {"kind": "error", "type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc(),
-                    "texts": texts, "stderr_tail": stderr_tail(h.cwd / "stderr", 15) if h.cwd else "",
-                    "instance": h.instance, "seconds": time.monotonic() - t0, **ident}
+            return {
+                "kind": "error",
+                "type": type(e).__name__,
+                "message": str(e),
+                "traceback": traceback.format_exc(),
+                "texts": texts,
+                "stderr_tail": stderr_tail(h.cwd / "stderr", 15) if h.cwd else "",
+                "instance": h.instance,
+                "seconds": time.monotonic() - t0,
+                **ident,
+            }
     except SitlpoolError as e:  # the SITL did not start: that is this item's failure too
-        return {"kind": "error", "type": type(e).__name__, "message": str(e), "traceback": "", "texts": [],
-                "stderr_tail": "", "instance": None, "seconds": time.monotonic() - t0, **ident}
+        return {
+            "kind": "error",
+            "type": type(e).__name__,
+            "message": str(e),
+            "traceback": "",
+            "texts": [],
+            "stderr_tail": "",
+            "instance": None,
+            "seconds": time.monotonic() - t0,
+            **ident,
+        }
     finally:
         m.close_all()
 

@@ -22,9 +22,15 @@ class MapProgress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                                      TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
-                                      console=Console(stderr=True), transient=False)
+            self._progress = Progress(
+                TextColumn("{task.description:<22}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[detail]}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
             self._progress.start()
             self._all = self._progress.add_task("all nodes", total=self.total, detail="")
         return self
@@ -68,5 +74,8 @@ class MapProgress:
         for host, c in sorted(s.items()):
             if host not in self._rows:
                 self._rows[host] = p.add_task(f"  {host}", total=None, detail="")
-            p.update(self._rows[host], completed=c["done"] + c["failed"],
-                     detail=f"done {c['done']}, failed {c['failed']}, running {c['running']}")
+            p.update(
+                self._rows[host],
+                completed=c["done"] + c["failed"],
+                detail=f"done {c['done']}, failed {c['failed']}, running {c['running']}",
+            )

@@ -7,7 +7,8 @@ from __future__ import annotations
 import threading
 
 from ..errors import NotRunning, SitlpoolError, UnknownEndpoint
-from ..instances import SERIAL_NAMES, ports as ports_of
+from ..instances import SERIAL_NAMES
+from ..instances import ports as ports_of
 from ..process.base import Status
 from .errors import FleetError, SitlDied
 
@@ -69,8 +70,10 @@ class RemoteSitl:
         except ray.exceptions.RayTaskError as e:
             raise unwrap(e) from None
         except ray.exceptions.GetTimeoutError:
-            raise FleetError(f"{self.label} on {self.host}: no answer to {method} within {timeout:g}s; "
-                             "the node may be overloaded or unreachable (fleet.status() shows the cluster)") from None
+            raise FleetError(
+                f"{self.label} on {self.host}: no answer to {method} within {timeout:g}s; "
+                "the node may be overloaded or unreachable (fleet.status() shows the cluster)"
+            ) from None
         except ray.exceptions.RayError as e:  # actor died, node died, actor unavailable
             if self._closed:  # a call that raced close(): the actor was ended on purpose
                 raise self._closed_error() from None
@@ -111,8 +114,10 @@ class RemoteSitl:
         return NotRunning(f"{self.label} (instance {self.instance} on {self.host}) was closed; open a new one")
 
     def _died_message(self) -> str:
-        return (f"died: {self.label} (instance {self.instance} on {self.host}, node {self.node_id[:8]}): {self._died}; "
-                "its lease went with its processes; open a new one")
+        return (
+            f"died: {self.label} (instance {self.instance} on {self.host}, node {self.node_id[:8]}): {self._died}; "
+            "its lease went with its processes; open a new one"
+        )
 
     # ---- the handle API --------------------------------------------------------------
 
@@ -154,15 +159,26 @@ class RemoteSitl:
         try:
             return self._call("snapshot")
         except SitlDied as e:
-            return {"state": "died", "reason": str(e), "session_id": self.session_id, "instance": self.instance,
-                    "host": self.host, "node_id": self.node_id}
+            return {
+                "state": "died",
+                "reason": str(e),
+                "session_id": self.session_id,
+                "instance": self.instance,
+                "host": self.host,
+                "node_id": self.node_id,
+            }
 
     def wait_until(self, condition: str, value=None, timeout_s: float = 30) -> dict:
         try:
             return self._call("wait_until", condition, value, timeout_s)
         except SitlDied as e:
-            return {"result": "died", "condition": condition, "value": value, "reason": str(e),
-                    "snapshot": {"state": "died", "instance": self.instance, "host": self.host}}
+            return {
+                "result": "died",
+                "condition": condition,
+                "value": value,
+                "reason": str(e),
+                "snapshot": {"state": "died", "instance": self.instance, "host": self.host},
+            }
 
     def _fly(self, action: str, **kw) -> dict:
         return self._call("fly", action, kw)
@@ -298,7 +314,9 @@ class RemoteLink:
 
     def arm_when_ready(self, timeout: float = 60, retry_every: float = 0.5, on_refused=None):
         # on_refused runs here, not on the node: refusals are not forwarded one by one
-        return self._sitl._call("link_call", "arm_when_ready", (timeout, retry_every), {}, timeout=timeout + CALL_TIMEOUT_S)
+        return self._sitl._call(
+            "link_call", "arm_when_ready", (timeout, retry_every), {}, timeout=timeout + CALL_TIMEOUT_S
+        )
 
     def disarm(self, force: bool = False):
         return self._fwd("disarm", force)

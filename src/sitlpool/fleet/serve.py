@@ -49,13 +49,31 @@ class RaySessions(Sessions):
 
         self.fleet = Fleet(address)
 
-    def open(self, model: str = "quad", instance: int | None = None, label: str | None = None, speedup: float = 1.0,
-             home: str | None = None, params: dict | None = None, wipe: bool = True, wait_s: float = 0):
+    def open(
+        self,
+        model: str = "quad",
+        instance: int | None = None,
+        label: str | None = None,
+        speedup: float = 1.0,
+        home: str | None = None,
+        params: dict | None = None,
+        wipe: bool = True,
+        wait_s: float = 0,
+    ):
         if instance is not None:
-            raise SessionError("open_sitl on a Ray cluster places the SITL where there is room; leave instance out "
-                               "(the answer says which node and instance it got)")
-        remote = self.fleet.open(model=model, speedup=speedup, params=params, home=home, label=label,
-                                 wait_s=min(max(0.0, wait_s or 0), 27.5), wipe=wipe)
+            raise SessionError(
+                "open_sitl on a Ray cluster places the SITL where there is room; leave instance out "
+                "(the answer says which node and instance it got)"
+            )
+        remote = self.fleet.open(
+            model=model,
+            speedup=speedup,
+            params=params,
+            home=home,
+            label=label,
+            wait_s=min(max(0.0, wait_s or 0), 27.5),
+            wipe=wipe,
+        )
         s = RemoteSession(remote)
         with self._lock:
             self.sessions[s.id] = s
@@ -80,8 +98,11 @@ class RaySessions(Sessions):
         if not isinstance(s, RemoteSession):
             return super().close(session_id)
         out = self._close_remote(s) or s.info()
-        out["closed"] = "SITL stopped, lease released" if s.handle.status is None or s.handle.status.success else \
-            f"the SITL had died: {s.handle.status.reason}"
+        out["closed"] = (
+            "SITL stopped, lease released"
+            if s.handle.status is None or s.handle.status.success
+            else f"the SITL had died: {s.handle.status.reason}"
+        )
         return out
 
     def _close_remote(self, s: RemoteSession):

@@ -15,12 +15,23 @@ class FleetManager:
         self.fleet = fleet
         self.processes: dict = {}
 
-    def start(self, name: str, *, model: str = "quad", speedup: float | None = None, wait: float | None = None,
-              owner: str | None = None, params: dict | None = None, home: str | None = None, wipe: bool = True,
-              **_ignored):
+    def start(
+        self,
+        name: str,
+        *,
+        model: str = "quad",
+        speedup: float | None = None,
+        wait: float | None = None,
+        owner: str | None = None,
+        params: dict | None = None,
+        home: str | None = None,
+        wipe: bool = True,
+        **_ignored,
+    ):
         """A ready SITL on whichever node has room, waiting up to ``wait`` s for a free slot."""
-        s = self.fleet.open(model=model, speedup=speedup or 1, params=params, home=home, label=owner or name,
-                            wait_s=wait, wipe=wipe)
+        s = self.fleet.open(
+            model=model, speedup=speedup or 1, params=params, home=home, label=owner or name, wait_s=wait, wipe=wipe
+        )
         self.processes[name] = s
         return s
 

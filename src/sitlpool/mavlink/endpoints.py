@@ -15,5 +15,7 @@ def parse_endpoint(endpoint: str) -> tuple[str, str, int]:
         if proto not in ("tcp", "udp", "udpout") or not host or port is None or not 0 < port <= MAX_PORT:
             raise ValueError
     except ValueError:
-        raise ConfigError(f"endpoint {endpoint!r} is not tcp:HOST:PORT, udp:HOST:PORT or udpout:HOST:PORT (e.g. tcp:127.0.0.1:5760)") from None
+        raise ConfigError(
+            f"endpoint {endpoint!r} is not tcp:HOST:PORT, udp:HOST:PORT or udpout:HOST:PORT (e.g. tcp:127.0.0.1:5760)"
+        ) from None
     return proto, host, port

@@ -22,7 +22,7 @@ class Inbox:
         if m.get_type() in self.types and (self.accept is None or self.accept(m)):
             self.q.put(m)
 
-    def __enter__(self) -> "Inbox":
+    def __enter__(self) -> Inbox:
         self.link.add_listener(self)
         return self
 
@@ -50,7 +50,6 @@ def to_us(link):
     comp = getattr(link, "source_component", None) or link._mav.srcComponent
 
     def accept(m) -> bool:
-        return (getattr(m, "target_system", 0) in (0, me)
-                and getattr(m, "target_component", 0) in (0, comp))
+        return getattr(m, "target_system", 0) in (0, me) and getattr(m, "target_component", 0) in (0, comp)
 
     return accept

@@ -29,15 +29,26 @@ from .modes import mode_mapping, mode_name  # noqa: E402,F401  (not mavutil: it 
 log = logging.getLogger("sitlpool.mavlink")
 A = mavlink
 RESULTS = {
-    A.MAV_RESULT_ACCEPTED: "accepted", A.MAV_RESULT_TEMPORARILY_REJECTED: "temporarily rejected",
-    A.MAV_RESULT_DENIED: "denied", A.MAV_RESULT_UNSUPPORTED: "unsupported", A.MAV_RESULT_FAILED: "failed",
+    A.MAV_RESULT_ACCEPTED: "accepted",
+    A.MAV_RESULT_TEMPORARILY_REJECTED: "temporarily rejected",
+    A.MAV_RESULT_DENIED: "denied",
+    A.MAV_RESULT_UNSUPPORTED: "unsupported",
+    A.MAV_RESULT_FAILED: "failed",
     A.MAV_RESULT_IN_PROGRESS: "in progress",
 }
 FORCE_MAGIC = 21196
 SETTLE_S = 0.1  # a command's STATUSTEXTs arrive within this of its COMMAND_ACK
 # EKF_STATUS_REPORT: what ArduPilot's autotest (wait_ready_to_arm) requires before flying on GPS
-EKF_NEEDED = (A.EKF_ATTITUDE | A.EKF_VELOCITY_HORIZ | A.EKF_VELOCITY_VERT | A.EKF_POS_HORIZ_REL
-              | A.EKF_POS_HORIZ_ABS | A.EKF_POS_VERT_ABS | A.EKF_PRED_POS_HORIZ_REL | A.EKF_PRED_POS_HORIZ_ABS)
+EKF_NEEDED = (
+    A.EKF_ATTITUDE
+    | A.EKF_VELOCITY_HORIZ
+    | A.EKF_VELOCITY_VERT
+    | A.EKF_POS_HORIZ_REL
+    | A.EKF_POS_HORIZ_ABS
+    | A.EKF_POS_VERT_ABS
+    | A.EKF_PRED_POS_HORIZ_REL
+    | A.EKF_PRED_POS_HORIZ_ABS
+)
 EKF_BAD = A.EKF_CONST_POS_MODE | A.EKF_UNINITIALIZED | A.EKF_GPS_GLITCHING
 BOOTING = (A.MAV_STATE_UNINIT, A.MAV_STATE_BOOT)
 
@@ -106,18 +117,30 @@ class VehicleState:
 
     def as_dict(self) -> dict:
         return {
-            "mode": self.mode, "armed": self.armed,
+            "mode": self.mode,
+            "armed": self.armed,
             "system_status": mavlink.enums["MAV_STATE"][self.system_status].name.replace("MAV_STATE_", "")
-            if self.system_status is not None and self.system_status in mavlink.enums["MAV_STATE"] else None,
-            "lat": self.lat, "lon": self.lon, "alt_amsl_m": self.alt_amsl, "relative_alt_m": self.rel_alt,
-            "groundspeed_m_s": round(self.groundspeed, 2), "climb_m_s": round(self.climb, 2),
+            if self.system_status is not None and self.system_status in mavlink.enums["MAV_STATE"]
+            else None,
+            "lat": self.lat,
+            "lon": self.lon,
+            "alt_amsl_m": self.alt_amsl,
+            "relative_alt_m": self.rel_alt,
+            "groundspeed_m_s": round(self.groundspeed, 2),
+            "climb_m_s": round(self.climb, 2),
             "velocity_ned_m_s": [round(self.vn, 2), round(self.ve, 2), round(self.vd, 2)],
-            "heading_deg": self.heading, "battery_remaining_pct": self.battery_remaining, "battery_voltage_v": self.voltage,
-            "gps_fix_type": self.gps_fix, "gps_satellites": self.gps_sats,
-            "home": None if self.home is None else {"lat": self.home[0], "lon": self.home[1], "alt_amsl_m": self.home[2]},
+            "heading_deg": self.heading,
+            "battery_remaining_pct": self.battery_remaining,
+            "battery_voltage_v": self.voltage,
+            "gps_fix_type": self.gps_fix,
+            "gps_satellites": self.gps_sats,
+            "home": None
+            if self.home is None
+            else {"lat": self.home[0], "lon": self.home[1], "alt_amsl_m": self.home[2]},
             "heartbeat_age_s": None if self.last_heartbeat is None else round(self.heartbeat_age(), 3),
             "is_simulator": self.is_simulator,
-            "prearm_check_ok": self.prearm_ok, "ekf_flags": self.ekf_flags,
+            "prearm_check_ok": self.prearm_ok,
+            "ekf_flags": self.ekf_flags,
             "recent_texts": [t for _, _, t in list(self.texts)[-10:]],
         }
 
@@ -129,8 +152,17 @@ class VehicleLink:
     for ``lost_after`` s), closed (the vehicle closed the connection), stopped.
     """
 
-    def __init__(self, endpoint: str, *, read_only: bool = False, name: str = "", lost_after: float = 3.0,
-                 connect_timeout: float | None = None, stream_hz: float = 4.0, source_system: int = 255):
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        read_only: bool = False,
+        name: str = "",
+        lost_after: float = 3.0,
+        connect_timeout: float | None = None,
+        stream_hz: float = 4.0,
+        source_system: int = 255,
+    ):
         self.endpoint = endpoint
         self.proto, self.host, self.port = parse_endpoint(endpoint)
         self.read_only = read_only
@@ -158,7 +190,7 @@ class VehicleLink:
 
     # ---- life ---------------------------------------------------------------------
 
-    def start(self) -> "VehicleLink":
+    def start(self) -> VehicleLink:
         self._thread.start()
         return self
 
@@ -219,7 +251,11 @@ class VehicleLink:
                 now = time.monotonic()
                 if now >= next_hb:
                     next_hb = now + 1.0
-                    self._send(A.MAVLink_heartbeat_message(A.MAV_TYPE_GCS, A.MAV_AUTOPILOT_INVALID, 0, 0, A.MAV_STATE_ACTIVE, 3))
+                    self._send(
+                        A.MAVLink_heartbeat_message(
+                            A.MAV_TYPE_GCS, A.MAV_AUTOPILOT_INVALID, 0, 0, A.MAV_STATE_ACTIVE, 3
+                        )
+                    )
                 hb = self.vehicle.last_heartbeat
                 if self.state == "connected" and hb is not None and now - hb > self.lost_after:
                     self._set_state("lost", f"no HEARTBEAT for {now - hb:.1f}s")
@@ -351,8 +387,11 @@ class VehicleLink:
 
     def _request_streams(self) -> None:
         try:
-            self._send(A.MAVLink_request_data_stream_message(self.vehicle.sysid or 1, 1, A.MAV_DATA_STREAM_ALL,
-                                                             int(self.stream_hz), 1))
+            self._send(
+                A.MAVLink_request_data_stream_message(
+                    self.vehicle.sysid or 1, 1, A.MAV_DATA_STREAM_ALL, int(self.stream_hz), 1
+                )
+            )
         except MavlinkError:
             pass
 
@@ -378,6 +417,7 @@ class VehicleLink:
         its NOTICE-or-worse texts (ArduPilot's Arm:/PreArm:/Mode change failed texts; its
         INFO texts, e.g. "Arming motors", are news, not reasons). They follow the ACK, so
         wait up to ``settle`` s for one. Never a text from before ``t0``."""
+
         def reasons():
             return [t for when, sev, t in list(self.vehicle.texts) if when >= t0 and sev <= A.MAV_SEVERITY_NOTICE]
 
@@ -397,21 +437,55 @@ class VehicleLink:
                 "attach with control=True if you own it"
             )
         if self.state != "connected":
-            raise MavlinkError(f"{self.name}: vehicle not connected ({self.state}{': ' + self.error if self.error else ''})")
+            raise MavlinkError(
+                f"{self.name}: vehicle not connected ({self.state}{': ' + self.error if self.error else ''})"
+            )
 
     def command(self, cmd: int, *params: float, timeout: float = 5.0, what: str = "") -> None:
         """COMMAND_LONG and wait for its ACK; raise CommandRefused (a MavlinkError) with the
         vehicle's reasons, said after the command was sent, if refused."""
         what = what or _cmd_name(cmd)
         p = [float(x) for x in params] + [0.0] * (7 - len(params))
-        self._command(cmd, what, timeout, lambda: A.MAVLink_command_long_message(self.vehicle.sysid or 1, 1, cmd, 0, *p))
+        self._command(
+            cmd, what, timeout, lambda: A.MAVLink_command_long_message(self.vehicle.sysid or 1, 1, cmd, 0, *p)
+        )
 
-    def command_int(self, cmd: int, frame: int, p1: float = 0, p2: float = 0, p3: float = 0, p4: float = 0,
-                    x: int = 0, y: int = 0, z: float = 0, what: str = "", timeout: float = 5.0) -> None:
+    def command_int(
+        self,
+        cmd: int,
+        frame: int,
+        p1: float = 0,
+        p2: float = 0,
+        p3: float = 0,
+        p4: float = 0,
+        x: int = 0,
+        y: int = 0,
+        z: float = 0,
+        what: str = "",
+        timeout: float = 5.0,
+    ) -> None:
         """COMMAND_INT (positions as degE7 integers, as DO_REPOSITION needs), acknowledged as ``command``."""
         what = what or _cmd_name(cmd)
-        self._command(cmd, what, timeout, lambda: A.MAVLink_command_int_message(
-            self.vehicle.sysid or 1, 1, frame, cmd, 0, 0, float(p1), float(p2), float(p3), float(p4), int(x), int(y), float(z)))
+        self._command(
+            cmd,
+            what,
+            timeout,
+            lambda: A.MAVLink_command_int_message(
+                self.vehicle.sysid or 1,
+                1,
+                frame,
+                cmd,
+                0,
+                0,
+                float(p1),
+                float(p2),
+                float(p3),
+                float(p4),
+                int(x),
+                int(y),
+                float(z),
+            ),
+        )
 
     def _command(self, cmd: int, what: str, timeout: float, make) -> None:
         self._writable(what)
@@ -439,13 +513,16 @@ class VehicleLink:
             return False
 
         if not self.wait(acked, timeout):
-            raise MavlinkError(f"{self.name}: no COMMAND_ACK for {what} within {timeout:g}s; is the vehicle still there?")
+            raise MavlinkError(
+                f"{self.name}: no COMMAND_ACK for {what} within {timeout:g}s; is the vehicle still there?"
+            )
         result = got[0]
         if result != A.MAV_RESULT_ACCEPTED:
             reasons = self.reasons_since(t0_wall)
             why = "; ".join(reasons) or "no reason given"
-            raise CommandRefused(f"{what} refused by the vehicle ({RESULTS.get(result, result)}): {why}",
-                                 what, result, reasons)
+            raise CommandRefused(
+                f"{what} refused by the vehicle ({RESULTS.get(result, result)}): {why}", what, result, reasons
+            )
 
     def arm(self, force: bool = False) -> None:
         self.command(A.MAV_CMD_COMPONENT_ARM_DISARM, 1, FORCE_MAGIC if force else 0, what="arm")
@@ -472,9 +549,26 @@ class VehicleLink:
 
     def goto(self, lat: float, lon: float, altitude_m: float) -> None:
         self._writable("goto")
-        self._send(A.MAVLink_set_position_target_global_int_message(
-            0, self.vehicle.sysid or 1, 1, A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT, 0b110111111000,
-            int(lat * 1e7), int(lon * 1e7), float(altitude_m), 0, 0, 0, 0, 0, 0, 0, 0))
+        self._send(
+            A.MAVLink_set_position_target_global_int_message(
+                0,
+                self.vehicle.sysid or 1,
+                1,
+                A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT,
+                0b110111111000,
+                int(lat * 1e7),
+                int(lon * 1e7),
+                float(altitude_m),
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            )
+        )
 
     def land(self) -> None:
         self.command(A.MAV_CMD_NAV_LAND, what="land")
@@ -490,7 +584,9 @@ class VehicleLink:
             self._params.pop(key, None)
         self._send(A.MAVLink_param_request_read_message(self.vehicle.sysid or 1, 1, key.encode(), -1))
         if not self.wait(lambda _v: key in self._params, timeout):
-            raise MavlinkError(f"parameter {key} did not answer within {timeout:g}s: the vehicle has no such parameter; check the name")
+            raise MavlinkError(
+                f"parameter {key} did not answer within {timeout:g}s: the vehicle has no such parameter; check the name"
+            )
         return self._params[key]
 
     def set_param(self, name: str, value: float, timeout: float = 3.0) -> float:
@@ -505,7 +601,9 @@ class VehicleLink:
         self.get_param(key, timeout)  # refuse unknown names clearly: ArduPilot ignores them silently
         with self._cond:
             self._params.pop(key, None)
-        self._send(A.MAVLink_param_set_message(self.vehicle.sysid or 1, 1, key.encode(), float(value), A.MAV_PARAM_TYPE_REAL32))
+        self._send(
+            A.MAVLink_param_set_message(self.vehicle.sysid or 1, 1, key.encode(), float(value), A.MAV_PARAM_TYPE_REAL32)
+        )
         if not self.wait(lambda _v: key in self._params, timeout):
             raise MavlinkError(f"parameter {key}: no PARAM_VALUE after setting it")
         got = self._params[key]

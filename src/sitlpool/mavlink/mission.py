@@ -8,7 +8,6 @@ first record uploaded is item 1. Altitudes are metres above home unless ``"frame
 
 from __future__ import annotations
 
-
 from ..errors import ConfigError, MavlinkError
 from ..instances import finite_number
 from .exchange import Inbox, to_us
@@ -41,8 +40,10 @@ LANDING = ("land", "rtl")
 def check_items(items) -> list[dict]:
     """Normalised copies of ``items``; the first bad one is refused naming its number and field."""
     if not isinstance(items, list) or not items:
-        raise ConfigError("a mission is a non-empty list of items such as "
-                          '{"command": "takeoff", "alt_m": 10}; clear_mission removes one')
+        raise ConfigError(
+            "a mission is a non-empty list of items such as "
+            '{"command": "takeoff", "alt_m": 10}; clear_mission removes one'
+        )
     if len(items) > MAX_ITEMS:
         raise ConfigError(f"a mission of {len(items)} items is too long; ArduPilot stores at most {MAX_ITEMS}")
     return [_check_item(i, it) for i, it in enumerate(items, start=1)]
@@ -50,8 +51,10 @@ def check_items(items) -> list[dict]:
 
 def _check_item(n: int, it) -> dict:
     if not isinstance(it, dict):
-        raise ConfigError(f"item {n}: {it!r} is not a record; write e.g. "
-                          '{"command": "waypoint", "lat": ..., "lon": ..., "alt_m": 20}')
+        raise ConfigError(
+            f"item {n}: {it!r} is not a record; write e.g. "
+            '{"command": "waypoint", "lat": ..., "lon": ..., "alt_m": 20}'
+        )
     cmd = it.get("command")
     if cmd not in COMMANDS:
         raise ConfigError(f"item {n}: command {cmd!r} is not one of {', '.join(COMMANDS)}")
@@ -59,8 +62,10 @@ def _check_item(n: int, it) -> dict:
     allowed = {"command", "frame", *required, *optional}
     extra = sorted(set(it) - allowed)
     if extra:
-        raise ConfigError(f"item {n} ({cmd}): field {extra[0]!r} does not belong to a {cmd} item; "
-                          f"its fields are {', '.join(sorted(allowed - {'command'}))}")
+        raise ConfigError(
+            f"item {n} ({cmd}): field {extra[0]!r} does not belong to a {cmd} item; "
+            f"its fields are {', '.join(sorted(allowed - {'command'}))}"
+        )
     out: dict = {"command": cmd}
     for f in (*required, *optional):
         if f not in it or it[f] is None:
@@ -74,12 +79,14 @@ def _check_item(n: int, it) -> dict:
     if ("lat" in out) != ("lon" in out):
         raise ConfigError(f"item {n} ({cmd}): give both 'lat' and 'lon', or neither (then: where the vehicle is)")
     if "lat" in out and not (-90 <= out["lat"] <= 90 and -180 <= out["lon"] <= 180):
-        raise ConfigError(f"item {n} ({cmd}): field 'lat'/'lon' ({out['lat']}, {out['lon']}) "
-                          "is not a position on Earth")
+        raise ConfigError(
+            f"item {n} ({cmd}): field 'lat'/'lon' ({out['lat']}, {out['lon']}) is not a position on Earth"
+        )
     frame = it.get("frame", "relative")
     if frame not in FRAMES:
-        raise ConfigError(f"item {n} ({cmd}): field 'frame' is {frame!r}; "
-                          "use 'relative' (above home, the default) or 'amsl'")
+        raise ConfigError(
+            f"item {n} ({cmd}): field 'frame' is {frame!r}; use 'relative' (above home, the default) or 'amsl'"
+        )
     if frame == "amsl":
         if "alt_m" not in out:
             raise ConfigError(f"item {n} ({cmd}): field 'frame' is 'amsl' but the item has no 'alt_m'")
@@ -87,8 +94,10 @@ def _check_item(n: int, it) -> dict:
     if cmd == "takeoff" and frame == "relative" and out["alt_m"] <= 0:
         raise ConfigError(f"item {n} (takeoff): field 'alt_m' is {out['alt_m']:g}; a takeoff climbs above home (> 0 m)")
     if frame == "relative" and out.get("alt_m", 0) < 0:
-        raise ConfigError(f"item {n} ({cmd}): field 'alt_m' is {out['alt_m']:g}, below home; use an altitude ≥ 0 "
-                          "above home, or \"frame\": \"amsl\"")
+        raise ConfigError(
+            f"item {n} ({cmd}): field 'alt_m' is {out['alt_m']:g}, below home; use an altitude ≥ 0 "
+            'above home, or "frame": "amsl"'
+        )
     if out.get("seconds", 0) < 0:
         raise ConfigError(f"item {n} ({cmd}): field 'seconds' is {out['seconds']:g}; use 0 or more")
     if cmd == "change_speed" and out["speed_m_s"] <= 0:
@@ -106,15 +115,43 @@ def _item_message(link, seq: int, it: dict):
     lat, lon = it.get("lat", 0.0), it.get("lon", 0.0)  # 0, 0 means "where the vehicle is" to ArduPilot
     frame = FRAMES[it.get("frame", "relative")]
     return A.MAVLink_mission_item_int_message(
-        link.vehicle.sysid or 1, 1, seq, frame, cmd, 0, 1, p1, p2, p3, p4,
-        int(round(lat * 1e7)), int(round(lon * 1e7)), float(it.get("alt_m", 0.0)), A.MAV_MISSION_TYPE_MISSION)
+        link.vehicle.sysid or 1,
+        1,
+        seq,
+        frame,
+        cmd,
+        0,
+        1,
+        p1,
+        p2,
+        p3,
+        p4,
+        int(round(lat * 1e7)),
+        int(round(lon * 1e7)),
+        float(it.get("alt_m", 0.0)),
+        A.MAV_MISSION_TYPE_MISSION,
+    )
 
 
 def _home_message(link):
     home = link.vehicle.home or (0.0, 0.0, 0.0)  # ArduPilot keeps its own home in item 0 anyway
     return A.MAVLink_mission_item_int_message(
-        link.vehicle.sysid or 1, 1, 0, A.MAV_FRAME_GLOBAL, A.MAV_CMD_NAV_WAYPOINT, 0, 1, 0, 0, 0, 0,
-        int(home[0] * 1e7), int(home[1] * 1e7), float(home[2]), A.MAV_MISSION_TYPE_MISSION)
+        link.vehicle.sysid or 1,
+        1,
+        0,
+        A.MAV_FRAME_GLOBAL,
+        A.MAV_CMD_NAV_WAYPOINT,
+        0,
+        1,
+        0,
+        0,
+        0,
+        0,
+        int(home[0] * 1e7),
+        int(home[1] * 1e7),
+        float(home[2]),
+        A.MAV_MISSION_TYPE_MISSION,
+    )
 
 
 def record_of(m) -> dict:
@@ -123,8 +160,11 @@ def record_of(m) -> dict:
     name = NAMES.get(m.command)
     if name is None:
         e = A.enums["MAV_CMD"].get(m.command)
-        rec = {"command": "other", "mav_cmd": e.name if e else m.command,
-               "params": [m.param1, m.param2, m.param3, m.param4]}
+        rec = {
+            "command": "other",
+            "mav_cmd": e.name if e else m.command,
+            "params": [m.param1, m.param2, m.param3, m.param4],
+        }
     else:
         rec = {"command": name}
     _, required, optional = COMMANDS.get(name, (0, ("lat", "lon", "alt_m"), ()))
@@ -296,8 +336,10 @@ def start(link, item: int | None = None, ready=None) -> dict:
     if not v.armed and ready is not None:
         ok, why = ready()
         if not ok:
-            raise MavlinkError(f"the mission cannot start yet: the vehicle is not ready to arm ({'; '.join(why)}); "
-                               "wait_until(condition='ready_to_arm') waits for it")
+            raise MavlinkError(
+                f"the mission cannot start yet: the vehicle is not ready to arm ({'; '.join(why)}); "
+                "wait_until(condition='ready_to_arm') waits for it"
+            )
     set_current(link, first)
     try:
         if not v.armed:
@@ -363,10 +405,13 @@ def status(link) -> dict:
     p = rec.progress
     states = A.enums["MISSION_STATE"]
     return {
-        "current_item": p.current, "total_items": p.total, "items_reached": reached_items(link),
+        "current_item": p.current,
+        "total_items": p.total,
+        "items_reached": reached_items(link),
         "finished": finished(link),
         "mission_state": states[p.state].name.replace("MISSION_STATE_", "").lower() if p.state in states else None,
-        "mode": link.vehicle.mode, "armed": link.vehicle.armed,
+        "mode": link.vehicle.mode,
+        "armed": link.vehicle.armed,
     }
 
 
@@ -382,11 +427,22 @@ def predicate(link, condition: str, value):
             if n != float(value) or n < 1:
                 raise ValueError
         except (TypeError, ValueError):
-            raise ConfigError("condition mission_item needs the item number (1 = first item) as value, "
-                              f"got {value!r}") from None
+            raise ConfigError(
+                f"condition mission_item needs the item number (1 = first item) as value, got {value!r}"
+            ) from None
         return lambda v, t0: item_reached(link, n)
     raise ConfigError(f"unknown mission condition {condition!r}; use mission_item or mission_done")
 
 
-__all__ = ["check_items", "upload", "download", "clear", "start", "status", "finished", "item_reached",
-           "reached_items", "predicate"]
+__all__ = [
+    "check_items",
+    "upload",
+    "download",
+    "clear",
+    "start",
+    "status",
+    "finished",
+    "item_reached",
+    "reached_items",
+    "predicate",
+]

@@ -17,17 +17,35 @@ from pymavlink.dialects.v20 import ardupilotmega as A
 
 log = logging.getLogger("sitlpool.mavlink")
 
-_VTOL_PLANES = ("MAV_TYPE_VTOL_TILTROTOR", "MAV_TYPE_VTOL_DUOROTOR", "MAV_TYPE_VTOL_TAILSITTER_DUOROTOR",
-                "MAV_TYPE_VTOL_QUADROTOR", "MAV_TYPE_VTOL_TAILSITTER_QUADROTOR")
+_VTOL_PLANES = (
+    "MAV_TYPE_VTOL_TILTROTOR",
+    "MAV_TYPE_VTOL_DUOROTOR",
+    "MAV_TYPE_VTOL_TAILSITTER_DUOROTOR",
+    "MAV_TYPE_VTOL_QUADROTOR",
+    "MAV_TYPE_VTOL_TAILSITTER_QUADROTOR",
+)
 # vehicle type -> the name of mavutil's table for it
 _TABLE_OF = {
-    **{getattr(A, t): "mode_mapping_acm" for t in (
-        "MAV_TYPE_HELICOPTER", "MAV_TYPE_TRICOPTER", "MAV_TYPE_QUADROTOR", "MAV_TYPE_HEXAROTOR", "MAV_TYPE_OCTOROTOR",
-        "MAV_TYPE_DECAROTOR", "MAV_TYPE_DODECAROTOR", "MAV_TYPE_COAXIAL") if hasattr(A, t)},
+    **{
+        getattr(A, t): "mode_mapping_acm"
+        for t in (
+            "MAV_TYPE_HELICOPTER",
+            "MAV_TYPE_TRICOPTER",
+            "MAV_TYPE_QUADROTOR",
+            "MAV_TYPE_HEXAROTOR",
+            "MAV_TYPE_OCTOROTOR",
+            "MAV_TYPE_DECAROTOR",
+            "MAV_TYPE_DODECAROTOR",
+            "MAV_TYPE_COAXIAL",
+        )
+        if hasattr(A, t)
+    },
     A.MAV_TYPE_FIXED_WING: "mode_mapping_apm",
     **{getattr(A, t): "mode_mapping_apm" for t in _VTOL_PLANES if hasattr(A, t)},
-    A.MAV_TYPE_GROUND_ROVER: "mode_mapping_rover", A.MAV_TYPE_SURFACE_BOAT: "mode_mapping_rover",
-    A.MAV_TYPE_ANTENNA_TRACKER: "mode_mapping_tracker", A.MAV_TYPE_SUBMARINE: "mode_mapping_sub",
+    A.MAV_TYPE_GROUND_ROVER: "mode_mapping_rover",
+    A.MAV_TYPE_SURFACE_BOAT: "mode_mapping_rover",
+    A.MAV_TYPE_ANTENNA_TRACKER: "mode_mapping_tracker",
+    A.MAV_TYPE_SUBMARINE: "mode_mapping_sub",
     A.MAV_TYPE_AIRSHIP: "mode_mapping_blimp",
 }
 _lock = threading.Lock()
@@ -41,7 +59,7 @@ def _read_tables() -> dict[str, dict[int, str]]:
     out = {}
     for name in set(_TABLE_OF.values()):
         start = text.index(f"\n{name} = {{") + len(name) + 4
-        table = ast.literal_eval(text[start:text.index("\n}", start) + 2])
+        table = ast.literal_eval(text[start : text.index("\n}", start) + 2])
         if not table or not all(isinstance(k, int) and isinstance(v, str) for k, v in table.items()):
             raise ValueError(f"{name} is not a mode table")
         out[name] = table

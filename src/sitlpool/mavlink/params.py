@@ -16,8 +16,14 @@ from .link import A
 LIST_TIMEOUT_S = 20.0  # ~1,300 parameters of ArduCopter; gaps re-requested after a pause
 GAP_PAUSE_S = 0.3  # no PARAM_VALUE for this long: ask for the missing indices by number
 READ_TIMEOUT_S = 3.0
-INT_TYPES = {A.MAV_PARAM_TYPE_UINT8, A.MAV_PARAM_TYPE_INT8, A.MAV_PARAM_TYPE_UINT16, A.MAV_PARAM_TYPE_INT16,
-             A.MAV_PARAM_TYPE_UINT32, A.MAV_PARAM_TYPE_INT32}
+INT_TYPES = {
+    A.MAV_PARAM_TYPE_UINT8,
+    A.MAV_PARAM_TYPE_INT8,
+    A.MAV_PARAM_TYPE_UINT16,
+    A.MAV_PARAM_TYPE_INT16,
+    A.MAV_PARAM_TYPE_UINT32,
+    A.MAV_PARAM_TYPE_INT32,
+}
 
 
 def _name(m) -> str:
@@ -50,8 +56,10 @@ def get_all(link, prefix: str | None = None, timeout: float = LIST_TIMEOUT_S) ->
         while count is None or len(by_index) < count:
             if time.monotonic() > deadline:
                 missing = "?" if count is None else count - len(by_index)
-                raise MavlinkError(f"{link.name}: the parameter list stopped coming ({missing} of "
-                                   f"{count or '?'} missing after {timeout:g}s); is the vehicle still there?")
+                raise MavlinkError(
+                    f"{link.name}: the parameter list stopped coming ({missing} of "
+                    f"{count or '?'} missing after {timeout:g}s); is the vehicle still there?"
+                )
             m = box.get(GAP_PAUSE_S)
             if m is None:
                 if count is None:
@@ -96,8 +104,10 @@ def set_many(link, values, timeout: float = READ_TIMEOUT_S) -> dict:
         types = _read_types(link, box, target, list(want), timeout)
         unknown = [n for n in want if n not in types]
         if unknown:
-            raise MavlinkError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: the vehicle "
-                               "has no such name; nothing was set (get_params lists the names)")
+            raise MavlinkError(
+                f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: the vehicle "
+                "has no such name; nothing was set (get_params lists the names)"
+            )
         for n, v in want.items():
             link.send(A.MAVLink_param_set_message(*target, n.encode(), v, types[n]))
         confirmed: dict[str, object] = {}
@@ -113,8 +123,13 @@ def set_many(link, values, timeout: float = READ_TIMEOUT_S) -> dict:
                 if _same(m.param_value, want[n], m.param_type):
                     confirmed[n] = _value(m)
     if len(confirmed) < len(want):
-        parts = [f"{n} kept {seen[n]:g} instead of {want[n]:g} (out of range?)" if n in seen
-                 else f"{n}: no PARAM_VALUE after setting it" for n in want if n not in confirmed]
+        parts = [
+            f"{n} kept {seen[n]:g} instead of {want[n]:g} (out of range?)"
+            if n in seen
+            else f"{n}: no PARAM_VALUE after setting it"
+            for n in want
+            if n not in confirmed
+        ]
         done = ", ".join(n for n in want if n in confirmed)
         raise MavlinkError(f"set_params: {'; '.join(parts)}; {'confirmed: ' + done if done else 'none confirmed'}")
     return {"set": {n: confirmed[n] for n in want}}

@@ -19,7 +19,7 @@ IGNORE, RELEASE_LOW, RELEASE_HIGH = 65535, 0, 65534  # chan1-8 release with 0, c
 PWM_MIN, PWM_MAX = 800, 2200
 MAX_SECONDS = 3600.0
 
-_overrides: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_overrides: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -103,8 +103,10 @@ def override(link, channels, seconds: float | None = None) -> dict:
     chans = check_channels(channels)
     if seconds is not None:
         if not finite_number(seconds) or not 0 < seconds <= MAX_SECONDS:
-            raise ConfigError(f"seconds {seconds!r} is out of range; use more than 0 and at most {MAX_SECONDS:g}, "
-                              "or leave it out to hold until released with {}")
+            raise ConfigError(
+                f"seconds {seconds!r} is out of range; use more than 0 and at most {MAX_SECONDS:g}, "
+                "or leave it out to hold until released with {}"
+            )
     link.require_writable("RC override" if chans else "release the RC override")
     with _lock:
         o = _overrides.get(link)

@@ -20,11 +20,11 @@ MAX_POINTS = 36_000  # two hours of them
 MISSION_STATE_ACTIVE, MISSION_STATE_COMPLETE = 3, 5
 MAV_TYPE_GCS, MAV_AUTOPILOT_INVALID = 6, 8
 
-_recorders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_recorders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _registry_lock = threading.Lock()
 
 
-def recorder_for(link) -> "FlightRecorder":
+def recorder_for(link) -> FlightRecorder:
     """The recorder of ``link``, attached as its listener on first use."""
     with _registry_lock:
         rec = _recorders.get(link)
@@ -34,7 +34,7 @@ def recorder_for(link) -> "FlightRecorder":
         return rec
 
 
-def attach(link) -> "FlightRecorder":
+def attach(link) -> FlightRecorder:
     """What sessions call when a session opens: start recording its link now."""
     return recorder_for(link)
 

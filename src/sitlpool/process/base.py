@@ -29,7 +29,7 @@ class Status:
     reason: str
 
     @classmethod
-    def from_wait_status(cls, ws: int, requested: bool) -> "Status":
+    def from_wait_status(cls, ws: int, requested: bool) -> Status:
         import os
         import signal as _sig
 
@@ -43,16 +43,22 @@ class Status:
         return cls(True, code, False, None, code == 0 or requested, why)
 
     @classmethod
-    def detached(cls, reason: str = "detached: stopped watching, the process was left running") -> "Status":
+    def detached(cls, reason: str = "detached: stopped watching, the process was left running") -> Status:
         return cls(False, None, False, None, True, reason)
 
     @classmethod
-    def lost(cls, reason: str) -> "Status":
+    def lost(cls, reason: str) -> Status:
         return cls(False, None, False, None, False, reason)
 
     def as_dict(self) -> dict:
-        return {"exited": self.exited, "exit_code": self.exit_code, "signalled": self.signalled,
-                "signal": self.signal, "success": self.success, "reason": self.reason}
+        return {
+            "exited": self.exited,
+            "exit_code": self.exit_code,
+            "signalled": self.signalled,
+            "signal": self.signal,
+            "success": self.success,
+            "reason": self.reason,
+        }
 
 
 class SitlProcess(abc.ABC):
@@ -185,17 +191,23 @@ class ProcessManager:
     def _add(self, handle: SitlProcess) -> SitlProcess:
         with self._cond:
             if self._closed:
-                raise ProcessError(f"cannot start {handle.name!r}: this manager was closed (close_all); "
-                                   "create a new manager to launch or attach again")
+                raise ProcessError(
+                    f"cannot start {handle.name!r}: this manager was closed (close_all); "
+                    "create a new manager to launch or attach again"
+                )
             if handle.name in self.processes:
-                raise SitlpoolError(f"a process named {handle.name!r} already exists in this manager; pick another name")
+                raise SitlpoolError(
+                    f"a process named {handle.name!r} already exists in this manager; pick another name"
+                )
             self.processes[handle.name] = handle
         return handle
 
     def stop(self, name: str, wait: bool = True) -> None:
         handle = self.processes.get(name)
         if handle is None:
-            raise SitlpoolError(f"no process named {name!r} in this manager; known: {', '.join(self.processes) or 'none'}")
+            raise SitlpoolError(
+                f"no process named {name!r} in this manager; known: {', '.join(self.processes) or 'none'}"
+            )
         handle.kill(wait=wait)
 
     def dead_deployment(self, handle: SitlProcess) -> None:

@@ -47,8 +47,26 @@ def binary_for_model(model: str) -> str | None:
         return "ardurover"
     if m.startswith("heli"):
         return "arducopter-heli"
-    if m in ("quad", "copter", "+", "x", "hexa", "octa", "octa-quad", "tri", "y6", "dodeca-hexa", "deca", "hexax",
-             "octax", "quadplus", "quadx", "coaxcopter", "singlecopter", "cwx"):
+    if m in (
+        "quad",
+        "copter",
+        "+",
+        "x",
+        "hexa",
+        "octa",
+        "octa-quad",
+        "tri",
+        "y6",
+        "dodeca-hexa",
+        "deca",
+        "hexax",
+        "octax",
+        "quadplus",
+        "quadx",
+        "coaxcopter",
+        "singlecopter",
+        "cwx",
+    ):
         return "arducopter"
     return None
 
@@ -67,8 +85,10 @@ def resolve_binary(settings, model: str) -> Path | None:
             kind = {"arduplane": "a plane", "ardurover": "a rover", "arducopter-heli": "a helicopter"}.get(want, "")
             raise SitlpoolError(
                 f"the built-in vehicle is a copter only ({', '.join(sorted(MODELS))}); model {model!r}"
-                + (f" is {kind} and" if kind else "") + " needs a real ArduPilot SITL: set SITLPOOL_SITL_BINARY "
-                f"to {want or 'an ArduPilot SITL binary'} (e.g. <ardupilot>/build/sitl/bin/{want or 'arduplane'})")
+                + (f" is {kind} and" if kind else "")
+                + " needs a real ArduPilot SITL: set SITLPOOL_SITL_BINARY "
+                f"to {want or 'an ArduPilot SITL binary'} (e.g. <ardupilot>/build/sitl/bin/{want or 'arduplane'})"
+            )
         return None
     binary = Path(binary)
     if want is None or binary.name not in VEHICLE_BINARIES or binary.name == want:
@@ -76,8 +96,10 @@ def resolve_binary(settings, model: str) -> Path | None:
     sibling = binary.parent / want
     if sibling.is_file():
         return sibling
-    raise SitlpoolError(f"model {model!r} is flown by {want}, but the configured SITL binary is {binary} and there is "
-                        f"no {want} beside it; build it there or set SITLPOOL_SITL_BINARY to an {want}")
+    raise SitlpoolError(
+        f"model {model!r} is flown by {want}, but the configured SITL binary is {binary} and there is "
+        f"no {want} beside it; build it there or set SITLPOOL_SITL_BINARY to an {want}"
+    )
 
 
 def tree_defaults(binary: Path, model: str) -> list[Path]:
@@ -101,8 +123,10 @@ def tree_defaults(binary: Path, model: str) -> list[Path]:
 
 
 # terminal escape sequences (CSI, OSC, others) and the remaining control characters
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
-                      r"|\x1b[ -/]*[0-~]")
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -/]*[0-~]"
+)
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -158,8 +182,13 @@ class ReapReport:
     signalled: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"instance": self.instance, "action": self.action, "reason": self.reason, "pid": self.pid,
-                "signalled": self.signalled}
+        return {
+            "instance": self.instance,
+            "action": self.action,
+            "reason": self.reason,
+            "pid": self.pid,
+            "signalled": self.signalled,
+        }
 
     def describe(self) -> str:
         return (f"instance {self.instance}: " if self.instance is not None else "") + f"{self.action}: {self.reason}"
@@ -202,8 +231,12 @@ def _reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
 
     def drop(why: str) -> ReapReport:
         pidfiles.remove(data_dir, instance)
-        return ReapReport(instance, "dropped", f"pid file names {rec.describe()}, but {why}: record dropped, "
-                          "nothing signalled", rec.pid)
+        return ReapReport(
+            instance,
+            "dropped",
+            f"pid file names {rec.describe()}, but {why}: record dropped, nothing signalled",
+            rec.pid,
+        )
 
     if rec.pid <= 1:
         return drop(f"pid {rec.pid} is never a SITL")
@@ -214,12 +247,21 @@ def _reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
         return ReapReport(instance, "gone", f"{rec.describe()} is no longer running; pid file removed", rec.pid)
     if procinfo.start_ticks(rec.pid) != rec.start_ticks:
         pidfiles.remove(data_dir, instance)
-        return ReapReport(instance, "recycled pid", f"pid {rec.pid} now belongs to another process (start time differs); "
-                          "left it alone, pid file removed", rec.pid)
+        return ReapReport(
+            instance,
+            "recycled pid",
+            f"pid {rec.pid} now belongs to another process (start time differs); left it alone, pid file removed",
+            rec.pid,
+        )
     if not procinfo.may_signal(rec.pid):
         # another user's process: only they (or root) can check and stop it, so the record is theirs to keep
-        return ReapReport(instance, "left alone", f"{rec.describe()} runs as uid {procinfo.uid(rec.pid)}, whose "
-                          "processes we may not signal; record kept for that user's reap", rec.pid)
+        return ReapReport(
+            instance,
+            "left alone",
+            f"{rec.describe()} runs as uid {procinfo.uid(rec.pid)}, whose "
+            "processes we may not signal; record kept for that user's reap",
+            rec.pid,
+        )
     if procinfo.pgid(rec.pid) != rec.pgid:
         return drop(f"pid {rec.pid} is in group {procinfo.pgid(rec.pid)}, not {rec.pgid}")
     if not _same_executable(rec, rec.pid):
@@ -231,8 +273,10 @@ def _reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
         return drop(f"the pid file belongs to uid {rec.file_uid} and pid {rec.pid} runs as uid {owner_uid}")
     on = argv_instance(procinfo.cmdline(rec.pid))
     if on != instance:
-        return drop(f"pid {rec.pid} runs on instance {on if on is not None else '?'}, not on instance {instance} "
-                    "(its command line says so)")
+        return drop(
+            f"pid {rec.pid} runs on instance {on if on is not None else '?'}, not on instance {instance} "
+            "(its command line says so)"
+        )
     group, why = kill_target(rec.pid)
     if why:
         return drop(why)
@@ -240,12 +284,19 @@ def _reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
         return drop(f"group {rec.pgid} is the reaper's own")
     how, signalled = procinfo.terminate(rec.pid, rec.start_ticks, KILL_GRACE_S, group=group)
     if how == "refused":
-        return ReapReport(instance, "left alone", f"{rec.describe()} runs as uid {procinfo.uid(rec.pid)}, whose "
-                          "processes we may not signal; record kept for that user's reap", rec.pid)
+        return ReapReport(
+            instance,
+            "left alone",
+            f"{rec.describe()} runs as uid {procinfo.uid(rec.pid)}, whose "
+            "processes we may not signal; record kept for that user's reap",
+            rec.pid,
+        )
     pidfiles.remove(data_dir, instance)
     if how == "gone":
         return ReapReport(instance, "gone", f"{rec.describe()} exited by itself; pid file removed", rec.pid)
-    return ReapReport(instance, how, f"orphan: nobody holds instance {instance}; {rec.describe()} {how}", rec.pid, signalled)
+    return ReapReport(
+        instance, how, f"orphan: nobody holds instance {instance}; {rec.describe()} {how}", rec.pid, signalled
+    )
 
 
 def reap_orphans(settings=None, pool: LeasePool | None = None, instances=None) -> list[ReapReport]:
@@ -290,8 +341,13 @@ class KillReport:
     signalled: list[int] = field(default_factory=list)  # every pid a signal was sent to
 
     def as_dict(self) -> dict:
-        return {"instance": self.instance, "killed": self.killed, "left_alone": self.left_alone,
-                "still_busy": self.still_busy, "signalled": self.signalled}
+        return {
+            "instance": self.instance,
+            "killed": self.killed,
+            "left_alone": self.left_alone,
+            "still_busy": self.still_busy,
+            "signalled": self.signalled,
+        }
 
     def describe(self) -> str:
         parts = [f"instance {self.instance}:"]
@@ -312,14 +368,19 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
     pool = pool or LeasePool.from_settings(s, check=False)
     why = unusable(instance)
     if why and not force:
-        raise KillRefused(f"instance {instance} is reserved ({why}); pass force (sitlpool kill --force) to kill what runs there anyway")
+        raise KillRefused(
+            f"instance {instance} is reserved ({why}); pass force (sitlpool kill --force) to kill what runs there anyway"
+        )
     if instance not in pool.pool and not force and not why:
         from ..config import format_pool
 
-        raise KillRefused(f"instance {instance} is outside the pool {format_pool(pool.pool)}; pass force (sitlpool kill --force) to kill what runs there anyway")
+        raise KillRefused(
+            f"instance {instance} is outside the pool {format_pool(pool.pool)}; pass force (sitlpool kill --force) to kill what runs there anyway"
+        )
     try:
-        lease = pool.acquire(f"sitlpool kill_instance pid {os.getpid()}", instance=instance, check=False,
-                             allow_reserved=True)
+        lease = pool.acquire(
+            f"sitlpool kill_instance pid {os.getpid()}", instance=instance, check=False, allow_reserved=True
+        )
     except LeaseError:
         h = pool.holder(instance)
         raise KillRefused(
@@ -353,8 +414,10 @@ def kill_instance(instance: int, force: bool = False, settings=None, pool: Lease
             if how == "gone":  # it exited by itself meanwhile
                 continue
             if how == "refused":
-                report.left_alone.append(f"{b.describe()}: runs as uid {procinfo.uid(h.pid)}, whose processes we may "
-                                         "not signal (ask that user)")
+                report.left_alone.append(
+                    f"{b.describe()}: runs as uid {procinfo.uid(h.pid)}, whose processes we may "
+                    "not signal (ask that user)"
+                )
                 continue
             report.signalled += [p for p in signalled if p not in report.signalled]
             whom = f"its group {h.pid}" if group else "that process only (its group is not its own)"
@@ -372,11 +435,24 @@ class ManagedSitl(SitlProcess):
     """A SITL launched by sitlpool on a leased instance. The launcher stays its parent, and
     the SITL dies with the launcher's process (a parent-death signal set before exec)."""
 
-    def __init__(self, process_manager, name: str, *, model: str = "quad", instance: int | None = None,
-                 wait: float = 0, home: str | None = None, speedup: float | None = None,
-                 defaults: list[str] | None = None, wipe: bool = True, owner: str | None = None,
-                 extra_args: list[str] | None = None, settings=None, pool: LeasePool | None = None,
-                 host_id: str = "localhost"):
+    def __init__(
+        self,
+        process_manager,
+        name: str,
+        *,
+        model: str = "quad",
+        instance: int | None = None,
+        wait: float = 0,
+        home: str | None = None,
+        speedup: float | None = None,
+        defaults: list[str] | None = None,
+        wipe: bool = True,
+        owner: str | None = None,
+        extra_args: list[str] | None = None,
+        settings=None,
+        pool: LeasePool | None = None,
+        host_id: str = "localhost",
+    ):
         super().__init__(process_manager, name, host_id)
         self.settings = settings or load_settings()
         self.pool = pool or LeasePool.from_settings(self.settings)
@@ -443,8 +519,10 @@ class ManagedSitl(SitlProcess):
     def _beyond_binary(self, n: int) -> str | None:
         """Why a real ArduPilot binary cannot run on instance n, or None."""
         if self._binary is not None and n > REAL_MAX_INSTANCE:
-            return (f"instance {n} is above {REAL_MAX_INSTANCE}: ArduPilot SITL keeps -I in 8 bits and would bind "
-                    f"instance {n % 256}'s ports; with a real SITL binary use instances 1-{REAL_MAX_INSTANCE}")
+            return (
+                f"instance {n} is above {REAL_MAX_INSTANCE}: ArduPilot SITL keeps -I in 8 bits and would bind "
+                f"instance {n % 256}'s ports; with a real SITL binary use instances 1-{REAL_MAX_INSTANCE}"
+            )
         return None
 
     def _check(self, n: int) -> str | None:
@@ -459,8 +537,10 @@ class ManagedSitl(SitlProcess):
         except pidfiles.BadEntry as e:
             raise UnusableInstance(f"cannot use instance {n}'s directory: {e}") from None
         if d.exists() and not os.access(d, os.W_OK | os.X_OK):  # another member's, not group-writable
-            raise UnusableInstance(f"cannot use instance {n}'s directory {d}: not writable by you (it belongs to uid "
-                                   f"{d.stat().st_uid}); its owner can make it group-writable (chmod 2775) or remove it")
+            raise UnusableInstance(
+                f"cannot use instance {n}'s directory {d}: not writable by you (it belongs to uid "
+                f"{d.stat().st_uid}); its owner can make it group-writable (chmod 2775) or remove it"
+            )
         try:
             r = _reap_locked(self.settings.data_dir, n)
         except (SitlpoolError, OSError) as e:  # a bad entry never blocks the pool scan
@@ -472,13 +552,17 @@ class ManagedSitl(SitlProcess):
     def _check_files(self) -> None:
         binary = self._binary
         if binary is not None and not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-            raise ProcessError(f"SITL binary {binary} is not an executable file; fix SITLPOOL_SITL_BINARY or unset it "
-                               "to use the built-in vehicle")
+            raise ProcessError(
+                f"SITL binary {binary} is not an executable file; fix SITLPOOL_SITL_BINARY or unset it "
+                "to use the built-in vehicle"
+            )
         for f in self._defaults_files():
             # real SITL starts without it and spins at 100% CPU once its first client connects
             if not os.path.isfile(f):
-                raise ProcessError(f"defaults file {f} does not exist (SITL would hang on it after its first client); "
-                                   "fix SITLPOOL_SITL_DEFAULTS or the defaults given, or leave them unset")
+                raise ProcessError(
+                    f"defaults file {f} does not exist (SITL would hang on it after its first client); "
+                    "fix SITLPOOL_SITL_DEFAULTS or the defaults given, or leave them unset"
+                )
 
     def spawn(self) -> None:
         with self._life:
@@ -491,15 +575,21 @@ class ManagedSitl(SitlProcess):
             self._check_files()
             if self.requested_instance is not None and self._beyond_binary(self.requested_instance):
                 raise ProcessError(self._beyond_binary(self.requested_instance))
-            if (self.requested_instance is None and self._binary is not None
-                    and all(n > REAL_MAX_INSTANCE for n in self.pool.pool)):
+            if (
+                self.requested_instance is None
+                and self._binary is not None
+                and all(n > REAL_MAX_INSTANCE for n in self.pool.pool)
+            ):
                 from ..config import format_pool
 
-                raise ProcessError(f"pool {format_pool(self.pool.pool)} has no instance below {REAL_MAX_INSTANCE + 1}, and "
-                                   f"ArduPilot SITL ({self._binary}) keeps -I in 8 bits; set SITLPOOL_POOL to instances "
-                                   f"1-{REAL_MAX_INSTANCE} (e.g. 40-59) to launch it")
-            self.lease = self.pool.acquire(self.owner, instance=self.requested_instance, check=self._check,
-                                           wait=self.wait_s)
+                raise ProcessError(
+                    f"pool {format_pool(self.pool.pool)} has no instance below {REAL_MAX_INSTANCE + 1}, and "
+                    f"ArduPilot SITL ({self._binary}) keeps -I in 8 bits; set SITLPOOL_POOL to instances "
+                    f"1-{REAL_MAX_INSTANCE} (e.g. 40-59) to launch it"
+                )
+            self.lease = self.pool.acquire(
+                self.owner, instance=self.requested_instance, check=self._check, wait=self.wait_s
+            )
             n = self.lease.instance
             try:
                 pidfiles.check_dir(self.settings.data_dir, n)  # never through a symlink: files would land elsewhere
@@ -507,8 +597,10 @@ class ManagedSitl(SitlProcess):
             except pidfiles.BadEntry as e:
                 raise ProcessError(f"cannot use instance {n}'s directory: {e}") from None
             except OSError as e:
-                raise ProcessError(f"cannot create the SITL's directory in {pidfiles.session_dir(self.settings.data_dir, n)}: "
-                                   f"{e.strerror}; make SITLPOOL_DATA_DIR writable or point it elsewhere") from None
+                raise ProcessError(
+                    f"cannot create the SITL's directory in {pidfiles.session_dir(self.settings.data_dir, n)}: "
+                    f"{e.strerror}; make SITLPOOL_DATA_DIR writable or point it elsewhere"
+                ) from None
             try:
                 self.argv = self._command(n)
                 try:
@@ -519,24 +611,46 @@ class ManagedSitl(SitlProcess):
                         out.close()
                         raise
                 except OSError as e:
-                    raise ProcessError(f"cannot create the SITL's output files in {self.cwd}: {e.strerror}; "
-                                       "free space there or point SITLPOOL_DATA_DIR elsewhere") from None
+                    raise ProcessError(
+                        f"cannot create the SITL's output files in {self.cwd}: {e.strerror}; "
+                        "free space there or point SITLPOOL_DATA_DIR elsewhere"
+                    ) from None
                 with out, err, self._life:
                     if self.quitting:
                         raise ProcessError(f"{self.name} was stopped before it was launched")
-                    self.popen = procinfo.popen_tied(self.argv, cwd_fd=cwd_fd, stdin=subprocess.DEVNULL, stdout=out,
-                                                     stderr=err, start_new_session=True, close_fds=True)
+                    self.popen = procinfo.popen_tied(
+                        self.argv,
+                        cwd_fd=cwd_fd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=err,
+                        start_new_session=True,
+                        close_fds=True,
+                    )
             finally:
                 os.close(cwd_fd)
             pid = self.popen.pid
             try:
-                pidfiles.write(self.settings.data_dir, pidfiles.PidRecord(
-                    instance=n, pid=pid, pgid=pid, start_ticks=procinfo.start_ticks(pid) or 0, binary=self.argv[0],
-                    argv=self.argv, owner=self.owner, holder_pid=os.getpid(), exe=procinfo.exe(pid) or ""))
+                pidfiles.write(
+                    self.settings.data_dir,
+                    pidfiles.PidRecord(
+                        instance=n,
+                        pid=pid,
+                        pgid=pid,
+                        start_ticks=procinfo.start_ticks(pid) or 0,
+                        binary=self.argv[0],
+                        argv=self.argv,
+                        owner=self.owner,
+                        holder_pid=os.getpid(),
+                        exe=procinfo.exe(pid) or "",
+                    ),
+                )
             except OSError as e:
-                raise ProcessError(f"cannot write the pid file {pidfiles.session_dir(self.settings.data_dir, n) / pidfiles.PID_FILE}: "
-                                   f"{e.strerror or e}; the SITL was killed and instance {n} released "
-                                   "(free space there, or remove what is in the way)") from None
+                raise ProcessError(
+                    f"cannot write the pid file {pidfiles.session_dir(self.settings.data_dir, n) / pidfiles.PID_FILE}: "
+                    f"{e.strerror or e}; the SITL was killed and instance {n} released "
+                    "(free space there, or remove what is in the way)"
+                ) from None
         except BaseException as e:
             self._abort_launch(e)
             raise
@@ -584,8 +698,9 @@ class ManagedSitl(SitlProcess):
             # our link is SERIAL0's client: SITL boots only once it connects
             from ..mavlink import VehicleLink  # pymavlink costs ~60 ms to import: only when a link is made
 
-            self.link = VehicleLink(f"tcp:127.0.0.1:{self.lease.ports.serial0}",
-                                    name=f"{self.name} (instance {self.lease.instance})").start()
+            self.link = VehicleLink(
+                f"tcp:127.0.0.1:{self.lease.ports.serial0}", name=f"{self.name} (instance {self.lease.instance})"
+            ).start()
             from ..statefile import start_writer  # `sitlpool status` shows its live state; stops with the link
 
             self._state_writer = start_writer(self.link, self.settings.data_dir, self.lease.instance, self.popen.pid)
@@ -604,8 +719,10 @@ class ManagedSitl(SitlProcess):
 
     def _exit_explanation(self) -> str:
         tail = stderr_tail(self.cwd / "stderr") if self.cwd else ""
-        return (f"{self.name}: the SITL on instance {self.lease.instance if self.lease else '?'} {self.status.reason} before it was ready"
-                + (f"; last lines of its stderr:\n{tail}" if tail else " (its stderr is empty)"))
+        return (
+            f"{self.name}: the SITL on instance {self.lease.instance if self.lease else '?'} {self.status.reason} before it was ready"
+            + (f"; last lines of its stderr:\n{tail}" if tail else " (its stderr is empty)")
+        )
 
     def kill(self, wait: bool = False) -> None:
         """SIGTERM the group, SIGKILL after a short grace; reaped, pid file removed, lease released.
@@ -657,8 +774,10 @@ class ManagedManager(ProcessManager):
             if not h.wait_running(ready_timeout):
                 t = self.settings.ready_timeout_s if ready_timeout is None else ready_timeout
                 h.kill(wait=True)
-                raise ProcessError(f"{name}: no HEARTBEAT from the SITL on instance {h.lease.instance} within {t:g}s; "
-                                   "it was killed and its lease released (a slow machine? raise SITLPOOL_READY_TIMEOUT_S)")
+                raise ProcessError(
+                    f"{name}: no HEARTBEAT from the SITL on instance {h.lease.instance} within {t:g}s; "
+                    "it was killed and its lease released (a slow machine? raise SITLPOOL_READY_TIMEOUT_S)"
+                )
             for k, v in (params or {}).items():
                 h.link.set_param(k, v)
         except BaseException:

@@ -41,7 +41,7 @@ class Resolved:
     executable: str | None = None
 
     @classmethod
-    def of(cls, endpoint: str, pid: int | None) -> "Resolved":
+    def of(cls, endpoint: str, pid: int | None) -> Resolved:
         """The endpoint and, when its local process is known, that process's start time and executable."""
         if pid is None:
             return cls(endpoint)
@@ -82,12 +82,16 @@ class NameService:
             return None, why
         socks = read_sockets(("tcp",), tcp_states=(1 << TCP_LISTEN) | (1 << TCP_ESTABLISHED))
         listening = {s.local_port for s in socks if s.state == TCP_LISTEN}
-        candidates = [serial] if serial else ["serial1", "serial2"]  # never SERIAL0 unless asked: its client is the owner's
+        candidates = (
+            [serial] if serial else ["serial1", "serial2"]
+        )  # never SERIAL0 unless asked: its client is the owner's
         serial0 = f"tcp:127.0.0.1:{p.serial0}"
         if not serial and not (listening & {p.serial1, p.serial2}) and not clients(p.serial0, socks):
-            return None, (f"instance {n}'s SITL is still waiting for its first client on SERIAL0 ({serial0}); it opens "
-                          "SERIAL1/2 only once that client connects. Wait for its owner to connect, or, if the SITL is "
-                          f"yours, attach to {serial0} itself")
+            return None, (
+                f"instance {n}'s SITL is still waiting for its first client on SERIAL0 ({serial0}); it opens "
+                "SERIAL1/2 only once that client connects. Wait for its owner to connect, or, if the SITL is "
+                f"yours, attach to {serial0} itself"
+            )
         taken = []
         for name in candidates:
             port = p.serial(name)
@@ -99,8 +103,11 @@ class NameService:
                 return Resolved.of(f"tcp:127.0.0.1:{port}", pid), ""
             who = ", ".join(c.describe() for c in cl)
             taken.append(f"{name} (tcp:{port}) is used by {who}")
-        return None, (f"instance {n} has no free serial port to attach to (SITL serves one client per port): "
-                      + "; ".join(taken) + (f". Attach to SERIAL0 ({serial0}) only if that SITL is yours" if not serial else ""))
+        return None, (
+            f"instance {n} has no free serial port to attach to (SITL serves one client per port): "
+            + "; ".join(taken)
+            + (f". Attach to SERIAL0 ({serial0}) only if that SITL is yours" if not serial else "")
+        )
 
     def resolve_endpoint(self, endpoint: str) -> tuple[Resolved | None, str]:
         proto, host, port = parse_endpoint(endpoint)
@@ -112,7 +119,10 @@ class NameService:
             cl = clients(port, socks)
             if cl:
                 who = ", ".join(c.describe() for c in cl)
-                return None, f"{endpoint} already serves a client ({who}); SITL serves one client per port: pick another"
+                return (
+                    None,
+                    f"{endpoint} already serves a client ({who}); SITL serves one client per port: pick another",
+                )
             owners = name_holders(bound({("tcp", port)}))
             pid = owners[0].holder.pid if owners else None
         return Resolved.of(f"{proto}:{host}:{port}", pid), ""
@@ -121,16 +131,33 @@ class NameService:
 class UnmanagedSitl(SitlProcess):
     """A SITL someone else runs, attached read-only (unless ``control``) and watched."""
 
-    def __init__(self, process_manager, name: str, *, instance: int | None = None, endpoint: str | None = None,
-                 host_id: str | None = None, control: bool = False, serial: str | None = None,
-                 period: float = 0.1, lost_after: float = 2.5, name_service: NameService | None = None):
+    def __init__(
+        self,
+        process_manager,
+        name: str,
+        *,
+        instance: int | None = None,
+        endpoint: str | None = None,
+        host_id: str | None = None,
+        control: bool = False,
+        serial: str | None = None,
+        period: float = 0.1,
+        lost_after: float = 2.5,
+        name_service: NameService | None = None,
+    ):
         if (instance is None) == (endpoint is None):
             raise ConfigError("attach needs exactly one of an instance number or an endpoint tcp:HOST:PORT")
         if instance is not None:
-            why = "is not a whole number" if isinstance(instance, bool) or not isinstance(instance, int) else out_of_range(instance)
+            why = (
+                "is not a whole number"
+                if isinstance(instance, bool) or not isinstance(instance, int)
+                else out_of_range(instance)
+            )
             if why:
-                raise InstanceError(f"instance {instance} {why.removeprefix(f'instance {instance} ')}; attach to an "
-                                    f"instance from 0 to {MAX_INSTANCE}")
+                raise InstanceError(
+                    f"instance {instance} {why.removeprefix(f'instance {instance} ')}; attach to an "
+                    f"instance from 0 to {MAX_INSTANCE}"
+                )
         if serial is not None and serial not in SERIAL_NAMES:
             raise ConfigError(f"serial port {serial!r}: use one of {', '.join(SERIAL_NAMES)}")
         if endpoint is not None:
@@ -182,9 +209,12 @@ class UnmanagedSitl(SitlProcess):
                 return True
             silent = time.monotonic() - self._link_started > SILENT_CONNECTION_S
             if self.link.state in ("closed", "stopped") or silent:
-                self._last_reason = (f"{self.link.endpoint} accepted the connection but sent no HEARTBEAT in "
-                                     f"{SILENT_CONNECTION_S:g}s (another client is being served there?)"
-                                     if silent else f"{self.link.endpoint}: {self.link.error}")
+                self._last_reason = (
+                    f"{self.link.endpoint} accepted the connection but sent no HEARTBEAT in "
+                    f"{SILENT_CONNECTION_S:g}s (another client is being served there?)"
+                    if silent
+                    else f"{self.link.endpoint}: {self.link.error}"
+                )
                 self.link.close()
                 self.link = None
             return False
@@ -200,8 +230,13 @@ class UnmanagedSitl(SitlProcess):
         self._link_started = time.monotonic()
         from ..mavlink import VehicleLink
 
-        self.link = VehicleLink(res.endpoint, read_only=not self.control, name=f"{self.name} ({self._describe_target()})",
-                                lost_after=self.lost_after, connect_timeout=2.0).start()
+        self.link = VehicleLink(
+            res.endpoint,
+            read_only=not self.control,
+            name=f"{self.name} ({self._describe_target()})",
+            lost_after=self.lost_after,
+            connect_timeout=2.0,
+        ).start()
         return False
 
     def wait_running(self, timeout: float | None = None) -> bool:
@@ -214,7 +249,9 @@ class UnmanagedSitl(SitlProcess):
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._quitting.is_set():
             if self._try_resolve():
-                self.monitor_thread = threading.Thread(target=self._monitor_main, name=f"monitor {self.name}", daemon=True)
+                self.monitor_thread = threading.Thread(
+                    target=self._monitor_main, name=f"monitor {self.name}", daemon=True
+                )
                 self.monitor_thread.start()
                 return True
             now = time.monotonic()
@@ -292,8 +329,10 @@ class UnmanagedSitl(SitlProcess):
 
     def _endpoint(self, name: str) -> str:
         if self._instance is None:
-            raise ResolveError(f"{self.name}: the instance behind {self.requested_endpoint} is unknown; "
-                               f"only {self.requested_endpoint} itself can be used")
+            raise ResolveError(
+                f"{self.name}: the instance behind {self.requested_endpoint} is unknown; "
+                f"only {self.requested_endpoint} itself can be used"
+            )
         host = "127.0.0.1" if self.on_localhost else parse_endpoint(self.requested_endpoint)[1]
         return f"tcp:{host}:{ports(self._instance).serial(name)}"
 
@@ -324,8 +363,16 @@ class SitlManager(ManagedManager):
 class UnmanagedManager(ProcessManager):
     """Attaches to SITLs someone else started: ``start(name, instance=N | endpoint=...)``."""
 
-    def start(self, name: str, *, instance: int | None = None, endpoint: str | None = None,
-              host_id: str | None = None, timeout: float = 10.0, **kw) -> UnmanagedSitl:
+    def start(
+        self,
+        name: str,
+        *,
+        instance: int | None = None,
+        endpoint: str | None = None,
+        host_id: str | None = None,
+        timeout: float = 10.0,
+        **kw,
+    ) -> UnmanagedSitl:
         return attach(self, name, instance=instance, endpoint=endpoint, host_id=host_id, timeout=timeout, **kw)
 
 
@@ -343,8 +390,15 @@ class DiscoveredSitl:
     ports: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"instance": self.instance, "pid": self.pid, "executable": self.executable, "cmdline": self.cmdline,
-                "clients": self.clients, "free_to_attach": self.free_to_attach, "ports": self.ports}
+        return {
+            "instance": self.instance,
+            "pid": self.pid,
+            "executable": self.executable,
+            "cmdline": self.cmdline,
+            "clients": self.clients,
+            "free_to_attach": self.free_to_attach,
+            "ports": self.ports,
+        }
 
 
 def discover(settings=None, pool: LeasePool | None = None) -> list[DiscoveredSitl]:

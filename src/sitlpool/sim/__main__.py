@@ -33,10 +33,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-port-out", type=int)
     p.add_argument("--sysid", type=int)
     for k in range(8):
-        p.add_argument(f"--serial{k}", help="serial0: tcp:0 boots without waiting for a client" if k == 0 else argparse.SUPPRESS)
-    p.add_argument("--ready-delay", type=float, default=41.5,
-                   help="sim seconds until the EKF uses GPS (41.5 as on real SITL); the whole boot "
-                        "timeline (GPS detected, pre-arm checks passing) scales with it")
+        p.add_argument(
+            f"--serial{k}", help="serial0: tcp:0 boots without waiting for a client" if k == 0 else argparse.SUPPRESS
+        )
+    p.add_argument(
+        "--ready-delay",
+        type=float,
+        default=41.5,
+        help="sim seconds until the EKF uses GPS (41.5 as on real SITL); the whole boot "
+        "timeline (GPS detected, pre-arm checks passing) scales with it",
+    )
     return p
 
 
@@ -71,8 +77,11 @@ def main(argv: list[str] | None = None) -> None:
         print("You must specify a vehicle model.", flush=True)
         sys.exit(1)
     if a.model.lower() not in MODELS:
-        print(f"Unknown vehicle model '{a.model}': the built-in vehicle flies quad, copter, +, x or hexa; "
-              "set SITLPOOL_SITL_BINARY to a real ArduPilot SITL for other models", file=sys.stderr)
+        print(
+            f"Unknown vehicle model '{a.model}': the built-in vehicle flies quad, copter, +, x or hexa; "
+            "set SITLPOOL_SITL_BINARY to a real ArduPilot SITL for other models",
+            file=sys.stderr,
+        )
         sys.exit(1)
     try:
         lat, lon, alt, hdg = (float(x) for x in a.home.split(","))
@@ -96,8 +105,19 @@ def main(argv: list[str] | None = None) -> None:
 
     from .server import SimConfig, Simulator
 
-    cfg = SimConfig(a.instance, a.base_port, a.rc_in_port, a.speedup, (lat, lon, alt, hdg), defaults, a.wipe,
-                    a.sysid, wait, a.ready_delay, list(argv))
+    cfg = SimConfig(
+        a.instance,
+        a.base_port,
+        a.rc_in_port,
+        a.speedup,
+        (lat, lon, alt, hdg),
+        defaults,
+        a.wipe,
+        a.sysid,
+        wait,
+        a.ready_delay,
+        list(argv),
+    )
     try:
         Simulator(cfg).run()
     except ValueError as e:  # a bad parameter file

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 os.environ.setdefault("MAVLINK20", "1")
 from pymavlink.dialects.v20 import ardupilotmega as mavlink  # noqa: E402
@@ -21,10 +21,32 @@ from pymavlink.dialects.v20 import ardupilotmega as mavlink  # noqa: E402
 from .params import Params  # noqa: E402
 
 MODES = {
-    "STABILIZE": 0, "ACRO": 1, "ALT_HOLD": 2, "AUTO": 3, "GUIDED": 4, "LOITER": 5, "RTL": 6,
-    "CIRCLE": 7, "LAND": 9, "DRIFT": 11, "SPORT": 13, "FLIP": 14, "AUTOTUNE": 15, "POSHOLD": 16,
-    "BRAKE": 17, "THROW": 18, "AVOID_ADSB": 19, "GUIDED_NOGPS": 20, "SMART_RTL": 21, "FLOWHOLD": 22,
-    "FOLLOW": 23, "ZIGZAG": 24, "SYSTEMID": 25, "AUTOROTATE": 26, "AUTO_RTL": 27, "TURTLE": 28,
+    "STABILIZE": 0,
+    "ACRO": 1,
+    "ALT_HOLD": 2,
+    "AUTO": 3,
+    "GUIDED": 4,
+    "LOITER": 5,
+    "RTL": 6,
+    "CIRCLE": 7,
+    "LAND": 9,
+    "DRIFT": 11,
+    "SPORT": 13,
+    "FLIP": 14,
+    "AUTOTUNE": 15,
+    "POSHOLD": 16,
+    "BRAKE": 17,
+    "THROW": 18,
+    "AVOID_ADSB": 19,
+    "GUIDED_NOGPS": 20,
+    "SMART_RTL": 21,
+    "FLOWHOLD": 22,
+    "FOLLOW": 23,
+    "ZIGZAG": 24,
+    "SYSTEMID": 25,
+    "AUTOROTATE": 26,
+    "AUTO_RTL": 27,
+    "TURTLE": 28,
 }
 MODE_NAMES = {v: k for k, v in MODES.items()}
 # what ArduCopter 4.7 SITL answers for modes it cannot enter (texts as it sends them)
@@ -34,14 +56,29 @@ MODE_REFUSALS = {
     "FLOWHOLD": ["Mode change to FLOWHOLD failed: init failed"],
     "FOLLOW": ["Set FOLL_ENABLE = 1", "Mode change to FOLLOW failed: init failed"],
     "SYSTEMID": ["No axis selected, SID_AXIS = 0", "Mode change to SYSTEMID failed: init failed"],
-    "AUTO_RTL": ["Unable to start landing sequence",
-                 "Mode change to AUTO RTL failed: No return path or landing sequence found"],
+    "AUTO_RTL": [
+        "Unable to start landing sequence",
+        "Mode change to AUTO RTL failed: No return path or landing sequence found",
+    ],
     "TURTLE": ["Mode change to TURTLE failed: init failed"],
 }
 AP_NAMES = {"SMART_RTL": "SMARTRTL", "AUTO_RTL": "AUTO RTL"}  # ArduCopter's own spelling in its texts
 NOT_BUILT = {"SPORT", "AUTOROTATE"}  # "No such mode N" on this build
-NEEDS_POSITION = {"LOITER", "GUIDED", "AUTO", "RTL", "CIRCLE", "BRAKE", "POSHOLD", "SMART_RTL", "ZIGZAG",
-                  "AVOID_ADSB", "FOLLOW", "THROW", "DRIFT"}
+NEEDS_POSITION = {
+    "LOITER",
+    "GUIDED",
+    "AUTO",
+    "RTL",
+    "CIRCLE",
+    "BRAKE",
+    "POSHOLD",
+    "SMART_RTL",
+    "ZIGZAG",
+    "AVOID_ADSB",
+    "FOLLOW",
+    "THROW",
+    "DRIFT",
+}
 NOT_ARMABLE = {"AUTO", "RTL", "CIRCLE", "LAND", "SMART_RTL", "BRAKE", "AVOID_ADSB", "AUTO_RTL"}
 GUIDED_LIKE = {"GUIDED", "AVOID_ADSB"}
 PILOTED = {"STABILIZE", "ACRO", "ALT_HOLD", "LOITER", "POSHOLD", "DRIFT", "ZIGZAG"}
@@ -53,9 +90,14 @@ SPOOL_S = 3.0  # sim s from takeoff command to lift-off (motor spool-up and take
 # Boot timeline of real ArduCopter SITL (sim seconds after its first client), scaled by
 # --ready-delay (the time of "EKF3 IMU0 is using GPS", 41.5 s on the real one).
 T_EKF_INIT, T_TILT, T_YAW, T_GPS, T_ORIGIN, T_AHRS, T_PREARM, T_EKF_GPS = 4.3, 5.55, 5.8, 9.8, 19.8, 22.5, 23.5, 41.5
-BOOT_TEXTS = [(7, "RCInput: decoding UDP (Pulses)"), (6, "Calibrating barometer"),
-              (6, "Barometer 1 calibration complete"), (6, "Barometer 2 calibration complete"),
-              (6, "ArduPilot Ready"), (6, "AHRS: DCM active")]
+BOOT_TEXTS = [
+    (7, "RCInput: decoding UDP (Pulses)"),
+    (6, "Calibrating barometer"),
+    (6, "Barometer 1 calibration complete"),
+    (6, "Barometer 2 calibration complete"),
+    (6, "ArduPilot Ready"),
+    (6, "AHRS: DCM active"),
+]
 EVENTS = [  # (time, texts)
     (T_EKF_INIT, ["EKF3 IMU0 initialised", "EKF3 IMU1 initialised", "AHRS: EKF3 active"]),
     (T_TILT, ["EKF3 IMU0 tilt alignment complete", "EKF3 IMU1 tilt alignment complete"]),
@@ -69,11 +111,21 @@ EVENTS = [  # (time, texts)
 
 A = mavlink  # short alias for constants
 CMD_NAMES = {  # AP_Mission's short names, as its "Mission: N NAME" texts use them
-    A.MAV_CMD_NAV_WAYPOINT: "WP", A.MAV_CMD_NAV_LOITER_UNLIM: "LoitUnlim", A.MAV_CMD_NAV_LOITER_TURNS: "LoitTurns",
-    A.MAV_CMD_NAV_LOITER_TIME: "LoitTime", A.MAV_CMD_NAV_RETURN_TO_LAUNCH: "RTL", A.MAV_CMD_NAV_LAND: "Land",
-    A.MAV_CMD_NAV_TAKEOFF: "Takeoff", A.MAV_CMD_NAV_SPLINE_WAYPOINT: "SplineWP", A.MAV_CMD_DO_CHANGE_SPEED: "ChangeSpeed",
-    A.MAV_CMD_DO_JUMP: "Jump", A.MAV_CMD_CONDITION_DELAY: "Delay", A.MAV_CMD_CONDITION_YAW: "CondYaw",
-    A.MAV_CMD_DO_SET_ROI: "SetROI", A.MAV_CMD_DO_SET_SERVO: "SetServo", A.MAV_CMD_DO_SET_RELAY: "SetRelay",
+    A.MAV_CMD_NAV_WAYPOINT: "WP",
+    A.MAV_CMD_NAV_LOITER_UNLIM: "LoitUnlim",
+    A.MAV_CMD_NAV_LOITER_TURNS: "LoitTurns",
+    A.MAV_CMD_NAV_LOITER_TIME: "LoitTime",
+    A.MAV_CMD_NAV_RETURN_TO_LAUNCH: "RTL",
+    A.MAV_CMD_NAV_LAND: "Land",
+    A.MAV_CMD_NAV_TAKEOFF: "Takeoff",
+    A.MAV_CMD_NAV_SPLINE_WAYPOINT: "SplineWP",
+    A.MAV_CMD_DO_CHANGE_SPEED: "ChangeSpeed",
+    A.MAV_CMD_DO_JUMP: "Jump",
+    A.MAV_CMD_CONDITION_DELAY: "Delay",
+    A.MAV_CMD_CONDITION_YAW: "CondYaw",
+    A.MAV_CMD_DO_SET_ROI: "SetROI",
+    A.MAV_CMD_DO_SET_SERVO: "SetServo",
+    A.MAV_CMD_DO_SET_RELAY: "SetRelay",
 }
 R_ACCEPTED, R_DENIED, R_FAILED = A.MAV_RESULT_ACCEPTED, A.MAV_RESULT_DENIED, A.MAV_RESULT_FAILED
 AMSL_FRAMES = {A.MAV_FRAME_GLOBAL, A.MAV_FRAME_GLOBAL_INT}
@@ -96,7 +148,7 @@ def _declination_table() -> list:
             text = f.read()
         start = text.index("declination_table = [")
         end = text.index("]\n\n", start) + 1
-        _DECLINATION = ast.literal_eval(text[text.index("[", start):end])
+        _DECLINATION = ast.literal_eval(text[text.index("[", start) : end])
     return _DECLINATION
 
 
@@ -139,13 +191,26 @@ class Copter:
     Positions are metres from the EKF origin (where the vehicle booted): ``north``, ``east``,
     ``alt`` up (the ground is flat at the origin's altitude). Home moves to where it arms."""
 
-    def __init__(self, params: Params, home: tuple[float, float, float, float], ready_delay: float,
-                 send: Callable, request_reboot: Callable[[], None]):
+    def __init__(
+        self,
+        params: Params,
+        home: tuple[float, float, float, float],
+        ready_delay: float,
+        send: Callable,
+        request_reboot: Callable[[], None],
+    ):
         self.p = params
         # what SITL sets from its home at boot: the payload-drop point, the barometers' ground pressure
         ground = 101325.0 * (1 - 2.25577e-5 * home[2]) ** 5.25588
-        params.update({"SIM_PLD_LAT": home[0], "SIM_PLD_LON": home[1], "SIM_PLD_YAW": home[3],
-                       "BARO1_GND_PRESS": ground, "BARO2_GND_PRESS": ground})
+        params.update(
+            {
+                "SIM_PLD_LAT": home[0],
+                "SIM_PLD_LON": home[1],
+                "SIM_PLD_YAW": home[3],
+                "BARO1_GND_PRESS": ground,
+                "BARO2_GND_PRESS": ground,
+            }
+        )
         self.send = send
         self.request_reboot = request_reboot
         self.origin_lat, self.origin_lon, self.origin_alt, heading = home
@@ -213,8 +278,10 @@ class Copter:
         return self.armed and self.landed_since is None
 
     def _geo(self, n: float, e: float) -> tuple[float, float]:
-        return (self.origin_lat + math.degrees(n / EARTH_R),
-                self.origin_lon + math.degrees(e / (EARTH_R * math.cos(math.radians(self.origin_lat)))))
+        return (
+            self.origin_lat + math.degrees(n / EARTH_R),
+            self.origin_lon + math.degrees(e / (EARTH_R * math.cos(math.radians(self.origin_lat)))),
+        )
 
     def latlon(self, home: bool = False) -> tuple[float, float]:
         """Where the vehicle (or its home) is, in degrees."""
@@ -274,7 +341,7 @@ class Copter:
             return
         self.text_id = self.text_id % 65535 + 1
         for k in range(0, len(data), 50):
-            self.send(mavlink.MAVLink_statustext_message(severity, data[k:k + 50], self.text_id, k // 50), None)
+            self.send(mavlink.MAVLink_statustext_message(severity, data[k : k + 50], self.text_id, k // 50), None)
 
     def health(self) -> tuple[int, int, int]:
         """SYS_STATUS present/enabled/health bits as ArduCopter SITL sets them on this timeline."""
@@ -341,9 +408,14 @@ class Copter:
     def _limits(self) -> tuple[float, float, float, float, float]:
         """Horizontal speed and accel, climb and descent speed, vertical accel (m/s, m/s²)."""
         g = self.p.get
-        vh = (self.guided_speed or g("WPNAV_SPEED", 1000) / 100)
-        return (max(0.2, vh), max(0.5, g("WPNAV_ACCEL", 250) / 100), max(0.1, g("WPNAV_SPEED_UP", 250) / 100),
-                max(0.1, g("WPNAV_SPEED_DN", 150) / 100), max(0.3, g("WPNAV_ACCEL_Z", 100) / 100))
+        vh = self.guided_speed or g("WPNAV_SPEED", 1000) / 100
+        return (
+            max(0.2, vh),
+            max(0.5, g("WPNAV_ACCEL", 250) / 100),
+            max(0.1, g("WPNAV_SPEED_UP", 250) / 100),
+            max(0.1, g("WPNAV_SPEED_DN", 150) / 100),
+            max(0.3, g("WPNAV_ACCEL_Z", 100) / 100),
+        )
 
     def _fly(self, dt: float) -> None:
         name = MODE_NAMES.get(self.mode, "")
@@ -371,7 +443,11 @@ class Copter:
             pup = self.p.get("PILOT_SPEED_UP", 250) / 100
             pdn = (self.p.get("PILOT_SPEED_DN", 0) or self.p.get("PILOT_SPEED_UP", 250)) / 100
             if name == "STABILIZE":
-                wd = -pup * max(0.0, (self.throttle - 1350) / 650) if self.throttle > 1350 else (pdn if self.throttle < 1300 else 0)
+                wd = (
+                    -pup * max(0.0, (self.throttle - 1350) / 650)
+                    if self.throttle > 1350
+                    else (pdn if self.throttle < 1300 else 0)
+                )
             elif abs(stick) > 0.1:
                 wd = -stick * pup if stick > 0 else -stick * pdn
             want = (0.0, 0.0, wd)
@@ -383,7 +459,9 @@ class Copter:
             want = self._auto(vh, ah, vup, vdn, az)
             climbing = self.landed_state == A.MAV_LANDED_STATE_TAKEOFF
         if want is None:
-            want = self._toward(self.north, self.east, self.alt, vh, ah, vup, vdn, az) if self.flying else (0.0, 0.0, 0.0)
+            want = (
+                self._toward(self.north, self.east, self.alt, vh, ah, vup, vdn, az) if self.flying else (0.0, 0.0, 0.0)
+            )
         if self.landed_since is not None and (self.t < self.lift_at or not (want[2] < 0 or name in PILOTED)):
             want = (0.0, 0.0, 0.0)  # spooling up, or on the ground with nothing to climb to
         # accelerations limited as WPNAV_ACCEL / WPNAV_ACCEL_Z limit ArduCopter's, speeding up
@@ -423,7 +501,9 @@ class Copter:
             waiting = self.t < self.lift_at
             self.landed_state = A.MAV_LANDED_STATE_TAKEOFF if waiting else A.MAV_LANDED_STATE_ON_GROUND
             idle = self.t - max(self.landed_since, self.armed_at, self.lift_at)
-            landing = name in ("LAND", "RTL", "SMART_RTL") or (name == "AUTO" and (self.auto_landing or self.mission_done))
+            landing = name in ("LAND", "RTL", "SMART_RTL") or (
+                name == "AUTO" and (self.auto_landing or self.mission_done)
+            )
             delay = self.p.get("DISARM_DELAY", 10)
             if not waiting and (landing and idle > 2.25 or (delay > 0 and idle > delay)):
                 self.disarm("landed" if landing else "auto disarm")
@@ -462,7 +542,10 @@ class Copter:
             self.rtl_phase = "return"
         if self.rtl_phase == "return":
             want = self._toward(self.home_n, self.home_e, self.rtl_alt, speed, ah, vup, vdn, az)
-            if math.hypot(self.north - self.home_n, self.east - self.home_e) < 0.5 and abs(self.alt - self.rtl_alt) < 0.3:
+            if (
+                math.hypot(self.north - self.home_n, self.east - self.home_e) < 0.5
+                and abs(self.alt - self.rtl_alt) < 0.3
+            ):
                 self.rtl_phase = "loiter"
                 self.rtl_loiter_until = self.t + self.p.get("RTL_LOIT_TIME", 5000) / 1000
             return want
@@ -496,8 +579,13 @@ class Copter:
                     self._reached()
                     continue
                 return self._toward(self.north, self.east, ta, vh, ah, vup, vdn, az)
-            if c in (A.MAV_CMD_NAV_WAYPOINT, A.MAV_CMD_NAV_SPLINE_WAYPOINT, A.MAV_CMD_NAV_LOITER_TIME,
-                     A.MAV_CMD_NAV_LOITER_UNLIM, A.MAV_CMD_NAV_LOITER_TURNS):
+            if c in (
+                A.MAV_CMD_NAV_WAYPOINT,
+                A.MAV_CMD_NAV_SPLINE_WAYPOINT,
+                A.MAV_CMD_NAV_LOITER_TIME,
+                A.MAV_CMD_NAV_LOITER_UNLIM,
+                A.MAV_CMD_NAV_LOITER_TURNS,
+            ):
                 ta = self.alt if it.alt == 0 and here else self.alt_from(it.frame, it.alt)
                 dist = math.hypot(n - self.north, e - self.east)
                 if dist <= radius and abs(ta - self.alt) < 0.5:
@@ -559,8 +647,9 @@ class Copter:
             state = A.MISSION_STATE_PAUSED
         else:
             state = A.MISSION_STATE_NOT_STARTED
-        return mavlink.MAVLink_mission_current_message(self.mission_seq, max(0, count - 1), state,
-                                                       int(MODE_NAMES.get(self.mode) == "AUTO"))
+        return mavlink.MAVLink_mission_current_message(
+            self.mission_seq, max(0, count - 1), state, int(MODE_NAMES.get(self.mode) == "AUTO")
+        )
 
     def set_mission(self, items: list[MissionItem]) -> None:
         self.mission = items
@@ -590,8 +679,11 @@ class Copter:
         if not why and not force and name in NEEDS_POSITION and not self.position_ok:
             why = ["Arm: Need Position Estimate"]
         if not why and not force and name in NOT_ARMABLE:
-            why = ["Arm: Mode requires mission" if name == "AUTO" and len(self.mission) <= 1 else
-                   f"Arm: {AP_NAMES.get(name, name)} mode not armable"]
+            why = [
+                "Arm: Mode requires mission"
+                if name == "AUTO" and len(self.mission) <= 1
+                else f"Arm: {AP_NAMES.get(name, name)} mode not armable"
+            ]
         if why:
             for w in why:
                 self.text(A.MAV_SEVERITY_CRITICAL, w)
@@ -744,15 +836,35 @@ class Copter:
         if 800 <= chan3 <= 2200:
             self.throttle = chan3
             self.throttle_until = self.t + 1.0  # overrides time out, as RC_OVERRIDE_TIME does
-        if self.armed and self.landed_since is not None and self.throttle > 1350 and MODE_NAMES.get(self.mode) in PILOTED:
+        if (
+            self.armed
+            and self.landed_since is not None
+            and self.throttle > 1350
+            and MODE_NAMES.get(self.mode) in PILOTED
+        ):
             self.landed_since = None
 
     # ---- state for telemetry ----------------------------------------------------
 
     def base_mode(self) -> int:
-        m = A.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED | A.MAV_MODE_FLAG_STABILIZE_ENABLED | A.MAV_MODE_FLAG_MANUAL_INPUT_ENABLED
-        if MODE_NAMES.get(self.mode) in ("AUTO", "AUTO_RTL", "RTL", "LOITER", "AVOID_ADSB", "FOLLOW", "GUIDED",
-                                         "CIRCLE", "POSHOLD", "BRAKE", "SMART_RTL"):
+        m = (
+            A.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED
+            | A.MAV_MODE_FLAG_STABILIZE_ENABLED
+            | A.MAV_MODE_FLAG_MANUAL_INPUT_ENABLED
+        )
+        if MODE_NAMES.get(self.mode) in (
+            "AUTO",
+            "AUTO_RTL",
+            "RTL",
+            "LOITER",
+            "AVOID_ADSB",
+            "FOLLOW",
+            "GUIDED",
+            "CIRCLE",
+            "POSHOLD",
+            "BRAKE",
+            "SMART_RTL",
+        ):
             m |= A.MAV_MODE_FLAG_GUIDED_ENABLED
         if self.armed:
             m |= A.MAV_MODE_FLAG_SAFETY_ARMED

@@ -45,13 +45,14 @@ class FtpServer:
     @staticmethod
     def _reply(req: tuple, opcode: int, data: bytes = b"", offset: int = 0, burst_complete: int = 0) -> bytes:
         seq, session, req_opcode = req
-        head = struct.pack("<HBBBBBBI", (seq + 1) & 0xFFFF, session, opcode, len(data), req_opcode, burst_complete, 0,
-                           offset)
+        head = struct.pack(
+            "<HBBBBBBI", (seq + 1) & 0xFFFF, session, opcode, len(data), req_opcode, burst_complete, 0, offset
+        )
         return (head + data).ljust(251, b"\0")
 
     def handle(self, payload: bytes) -> list[bytes]:
         seq, session, opcode, size, _req, _burst, _pad, offset = struct.unpack("<HBBBBBBI", payload[:12])
-        data = payload[12:12 + size]
+        data = payload[12 : 12 + size]
         req = (seq, session, opcode)
         nak = lambda err: [self._reply(req, NAK, bytes((err,)))]  # noqa: E731
         if opcode in (OP_TERMINATE, OP_RESET):
@@ -73,11 +74,11 @@ class FtpServer:
             if offset >= len(content):
                 return nak(ERR_EOF)
             if opcode == OP_READ:
-                return [self._reply(req, ACK, content[offset:offset + min(size or MAX_DATA, MAX_DATA)], offset)]
+                return [self._reply(req, ACK, content[offset : offset + min(size or MAX_DATA, MAX_DATA)], offset)]
             chunk = min(size or MAX_DATA, MAX_DATA)
             out = []
             for ofs in range(offset, len(content), chunk):
-                part = content[ofs:ofs + chunk]
+                part = content[ofs : ofs + chunk]
                 out.append(self._reply(req, ACK, part, ofs, int(ofs + chunk >= len(content))))
             return out
         return nak(ERR_UNKNOWN_COMMAND)

@@ -26,33 +26,69 @@ STREAMS = telemetry.STREAMS
 MSG_IDS, MSG_NAMES = telemetry.MSG_IDS, telemetry.MSG_NAMES
 OUTBUF_LIMIT = 1 << 20
 # ArduPilot stores mission frames in their float form: an _INT frame comes back as its twin
-STORED_FRAME = {A.MAV_FRAME_GLOBAL_INT: A.MAV_FRAME_GLOBAL, A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT:
-                A.MAV_FRAME_GLOBAL_RELATIVE_ALT, A.MAV_FRAME_GLOBAL_TERRAIN_ALT_INT: A.MAV_FRAME_GLOBAL_TERRAIN_ALT}
+STORED_FRAME = {
+    A.MAV_FRAME_GLOBAL_INT: A.MAV_FRAME_GLOBAL,
+    A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT: A.MAV_FRAME_GLOBAL_RELATIVE_ALT,
+    A.MAV_FRAME_GLOBAL_TERRAIN_ALT_INT: A.MAV_FRAME_GLOBAL_TERRAIN_ALT,
+}
 STATUSTEXT_ID = A.MAVLINK_MSG_ID_STATUSTEXT
 TEXTED_RESULTS = {  # ArduCopter's answer on the ground: result and the texts it says
-    A.MAV_CMD_DO_MOTOR_TEST: (0, [(A.MAV_SEVERITY_INFO, "starting motor test"),
-                                  (A.MAV_SEVERITY_INFO, "finished motor test")]),
+    A.MAV_CMD_DO_MOTOR_TEST: (
+        0,
+        [(A.MAV_SEVERITY_INFO, "starting motor test"), (A.MAV_SEVERITY_INFO, "finished motor test")],
+    ),
     A.MAV_CMD_CONTROL_HIGH_LATENCY: (0, [(A.MAV_SEVERITY_INFO, "High Latency disabled")]),
-    A.MAV_CMD_DO_LAND_START: (4, [(A.MAV_SEVERITY_WARNING, "Unable to start landing sequence"),
-                                  (A.MAV_SEVERITY_WARNING, "Mode change to AUTO RTL failed: No landing sequence found")]),
+    A.MAV_CMD_DO_LAND_START: (
+        4,
+        [
+            (A.MAV_SEVERITY_WARNING, "Unable to start landing sequence"),
+            (A.MAV_SEVERITY_WARNING, "Mode change to AUTO RTL failed: No landing sequence found"),
+        ],
+    ),
 }
-STREAM_PARAMS = {"RAW_SENS": A.MAV_DATA_STREAM_RAW_SENSORS, "EXT_STAT": A.MAV_DATA_STREAM_EXTENDED_STATUS,
-                 "RC_CHAN": A.MAV_DATA_STREAM_RC_CHANNELS, "POSITION": A.MAV_DATA_STREAM_POSITION,
-                 "EXTRA1": A.MAV_DATA_STREAM_EXTRA1, "EXTRA2": A.MAV_DATA_STREAM_EXTRA2,
-                 "EXTRA3": A.MAV_DATA_STREAM_EXTRA3}
+STREAM_PARAMS = {
+    "RAW_SENS": A.MAV_DATA_STREAM_RAW_SENSORS,
+    "EXT_STAT": A.MAV_DATA_STREAM_EXTENDED_STATUS,
+    "RC_CHAN": A.MAV_DATA_STREAM_RC_CHANNELS,
+    "POSITION": A.MAV_DATA_STREAM_POSITION,
+    "EXTRA1": A.MAV_DATA_STREAM_EXTRA1,
+    "EXTRA2": A.MAV_DATA_STREAM_EXTRA2,
+    "EXTRA3": A.MAV_DATA_STREAM_EXTRA3,
+}
 # results ArduCopter 4.7 SITL gives, disarmed on the ground, for commands the sim has nothing
 # to simulate for (measured with all parameters 0); anything not listed is UNSUPPORTED
 PASSIVE_RESULTS = {
-    A.MAV_CMD_DO_SET_RELAY: 0, A.MAV_CMD_DO_REPEAT_RELAY: 0, A.MAV_CMD_DO_SET_ROI_LOCATION: 0,
-    A.MAV_CMD_DO_SET_ROI: 0, A.MAV_CMD_DO_DIGICAM_CONFIGURE: 0, A.MAV_CMD_DO_DIGICAM_CONTROL: 0,
-    A.MAV_CMD_DO_SET_CAM_TRIGG_DIST: 0, A.MAV_CMD_DO_FENCE_ENABLE: 0, A.MAV_CMD_DO_PARACHUTE: 0,
-    A.MAV_CMD_DO_SPRAYER: 0, A.MAV_CMD_START_RX_PAIR: 0, A.MAV_CMD_BATTERY_RESET: 0,
-    43004: 0, A.MAV_CMD_NAV_LOITER_UNLIM: 0, A.MAV_CMD_NAV_VTOL_LAND: 0,
-    A.MAV_CMD_DO_SET_ROI_NONE: 0, A.MAV_CMD_AIRFRAME_CONFIGURATION: 0, A.MAV_CMD_DO_FLIGHTTERMINATION: 4,
-    A.MAV_CMD_DO_GRIPPER: 4, A.MAV_CMD_DO_MOUNT_CONFIGURE: 4, A.MAV_CMD_DO_MOUNT_CONTROL: 4,
-    A.MAV_CMD_IMAGE_START_CAPTURE: 4, A.MAV_CMD_VIDEO_START_CAPTURE: 4, A.MAV_CMD_VIDEO_STOP_CAPTURE: 4,
-    A.MAV_CMD_ACCELCAL_VEHICLE_POS: 4, A.MAV_CMD_DO_WINCH: 4, A.MAV_CMD_NAV_VTOL_TAKEOFF: 4,
-    A.MAV_CMD_IMAGE_STOP_CAPTURE: 0, 42001: 0, 42003: 0, 42006: 0,  # the Solo buttons, FIXED_MAG_CAL_YAW
+    A.MAV_CMD_DO_SET_RELAY: 0,
+    A.MAV_CMD_DO_REPEAT_RELAY: 0,
+    A.MAV_CMD_DO_SET_ROI_LOCATION: 0,
+    A.MAV_CMD_DO_SET_ROI: 0,
+    A.MAV_CMD_DO_DIGICAM_CONFIGURE: 0,
+    A.MAV_CMD_DO_DIGICAM_CONTROL: 0,
+    A.MAV_CMD_DO_SET_CAM_TRIGG_DIST: 0,
+    A.MAV_CMD_DO_FENCE_ENABLE: 0,
+    A.MAV_CMD_DO_PARACHUTE: 0,
+    A.MAV_CMD_DO_SPRAYER: 0,
+    A.MAV_CMD_START_RX_PAIR: 0,
+    A.MAV_CMD_BATTERY_RESET: 0,
+    43004: 0,
+    A.MAV_CMD_NAV_LOITER_UNLIM: 0,
+    A.MAV_CMD_NAV_VTOL_LAND: 0,
+    A.MAV_CMD_DO_SET_ROI_NONE: 0,
+    A.MAV_CMD_AIRFRAME_CONFIGURATION: 0,
+    A.MAV_CMD_DO_FLIGHTTERMINATION: 4,
+    A.MAV_CMD_DO_GRIPPER: 4,
+    A.MAV_CMD_DO_MOUNT_CONFIGURE: 4,
+    A.MAV_CMD_DO_MOUNT_CONTROL: 4,
+    A.MAV_CMD_IMAGE_START_CAPTURE: 4,
+    A.MAV_CMD_VIDEO_START_CAPTURE: 4,
+    A.MAV_CMD_VIDEO_STOP_CAPTURE: 4,
+    A.MAV_CMD_ACCELCAL_VEHICLE_POS: 4,
+    A.MAV_CMD_DO_WINCH: 4,
+    A.MAV_CMD_NAV_VTOL_TAKEOFF: 4,
+    A.MAV_CMD_IMAGE_STOP_CAPTURE: 0,
+    42001: 0,
+    42003: 0,
+    42006: 0,  # the Solo buttons, FIXED_MAG_CAL_YAW
     A.MAV_CMD_PREFLIGHT_STORAGE: 2,
 }
 
@@ -375,8 +411,9 @@ class Simulator:
         if t == "COMMAND_LONG":
             self.command(m.command, [m.param1, m.param2, m.param3, m.param4, m.param5, m.param6, m.param7], lk, m)
         elif t == "COMMAND_INT":
-            self.command(m.command, [m.param1, m.param2, m.param3, m.param4, m.x / 1e7, m.y / 1e7, m.z], lk, m,
-                         frame=m.frame)
+            self.command(
+                m.command, [m.param1, m.param2, m.param3, m.param4, m.x / 1e7, m.y / 1e7, m.z], lk, m, frame=m.frame
+            )
         elif t == "SET_MODE":
             c.set_mode(m.custom_mode, lk)
         elif t == "PARAM_REQUEST_LIST":
@@ -384,7 +421,11 @@ class Simulator:
             for i, name in enumerate(self.params.names):
                 self.param_value(name, lk, i)
         elif t == "PARAM_REQUEST_READ":
-            name = m.param_id if m.param_index < 0 else (self.params.names[m.param_index] if m.param_index < len(self.params.names) else None)
+            name = (
+                m.param_id
+                if m.param_index < 0
+                else (self.params.names[m.param_index] if m.param_index < len(self.params.names) else None)
+            )
             name = name.rstrip("\x00") if isinstance(name, str) else name
             if name in self.params.values:
                 self.param_value(name, lk)
@@ -421,10 +462,22 @@ class Simulator:
         elif t in ("MISSION_ITEM", "MISSION_ITEM_INT") and m.current == 2:
             scale = 1e7 if t == "MISSION_ITEM_INT" else 1.0  # a guided go-to (dronekit's simple_goto)
             ok = c.goto(m.x / scale, m.y / scale, c.alt_from(m.frame, m.z))
-            self.send(A.MAVLink_mission_ack_message(m.get_srcSystem(), m.get_srcComponent(),
-                                                    A.MAV_MISSION_ACCEPTED if ok else A.MAV_MISSION_ERROR, 0), lk)
-        elif t in ("MISSION_COUNT", "MISSION_ITEM", "MISSION_ITEM_INT", "MISSION_REQUEST_LIST", "MISSION_REQUEST",
-                   "MISSION_REQUEST_INT", "MISSION_CLEAR_ALL", "MISSION_SET_CURRENT"):
+            self.send(
+                A.MAVLink_mission_ack_message(
+                    m.get_srcSystem(), m.get_srcComponent(), A.MAV_MISSION_ACCEPTED if ok else A.MAV_MISSION_ERROR, 0
+                ),
+                lk,
+            )
+        elif t in (
+            "MISSION_COUNT",
+            "MISSION_ITEM",
+            "MISSION_ITEM_INT",
+            "MISSION_REQUEST_LIST",
+            "MISSION_REQUEST",
+            "MISSION_REQUEST_INT",
+            "MISSION_CLEAR_ALL",
+            "MISSION_SET_CURRENT",
+        ):
             self.mission_protocol(t, m, lk)
         elif t == "FILE_TRANSFER_PROTOCOL":
             self.ftp(m, lk)
@@ -445,8 +498,9 @@ class Simulator:
 
             self.ftp_server = FtpServer(self.params)
         for reply in self.ftp_server.handle(bytes(m.payload)):
-            self.send(A.MAVLink_file_transfer_protocol_message(0, m.get_srcSystem(), m.get_srcComponent(),
-                                                               list(reply)), lk)
+            self.send(
+                A.MAVLink_file_transfer_protocol_message(0, m.get_srcSystem(), m.get_srcComponent(), list(reply)), lk
+            )
 
     def mission_protocol(self, t: str, m, lk: Link) -> None:
         """Mission upload, download, clear and set-current, as ArduPilot 4.7 answers them:
@@ -492,9 +546,17 @@ class Simulator:
                     lat, lon = m.x / 1e7, m.y / 1e7
                 else:  # ArduPilot converts float degrees in single precision: keep what it keeps
                     lat, lon = _f32(_f32(m.x) * 1e7) / 1e7, _f32(_f32(m.y) * 1e7) / 1e7
-                up["items"].append(MissionItem(m.command, lat, lon, float(m.z),
-                                               (m.param1, m.param2, m.param3, m.param4),
-                                               STORED_FRAME.get(m.frame, m.frame), m.autocontinue))
+                up["items"].append(
+                    MissionItem(
+                        m.command,
+                        lat,
+                        lon,
+                        float(m.z),
+                        (m.param1, m.param2, m.param3, m.param4),
+                        STORED_FRAME.get(m.frame, m.frame),
+                        m.autocontinue,
+                    )
+                )
             if len(up["items"]) < up["count"]:
                 up["last"] = up["asked"] = c.t
                 self.send(A.MAVLink_mission_request_message(*to, len(up["items"]), mtype), lk)
@@ -513,12 +575,29 @@ class Simulator:
             if m.seq == 0:  # home, as ArduPilot reports it
                 it = MissionItem(A.MAV_CMD_NAV_WAYPOINT, *c.latlon(home=True), c.home_alt, frame=A.MAV_FRAME_GLOBAL)
             if t == "MISSION_REQUEST_INT":
-                self.send(A.MAVLink_mission_item_int_message(
-                    *to, m.seq, it.frame, it.command, 0, it.autocontinue, *it.params, int(round(it.lat * 1e7)),
-                    int(round(it.lon * 1e7)), it.alt, mtype), lk)
+                self.send(
+                    A.MAVLink_mission_item_int_message(
+                        *to,
+                        m.seq,
+                        it.frame,
+                        it.command,
+                        0,
+                        it.autocontinue,
+                        *it.params,
+                        int(round(it.lat * 1e7)),
+                        int(round(it.lon * 1e7)),
+                        it.alt,
+                        mtype,
+                    ),
+                    lk,
+                )
             else:
-                self.send(A.MAVLink_mission_item_message(
-                    *to, m.seq, it.frame, it.command, 0, it.autocontinue, *it.params, it.lat, it.lon, it.alt, mtype), lk)
+                self.send(
+                    A.MAVLink_mission_item_message(
+                        *to, m.seq, it.frame, it.command, 0, it.autocontinue, *it.params, it.lat, it.lon, it.alt, mtype
+                    ),
+                    lk,
+                )
                 warn_once("got MISSION_REQUEST; use MISSION_REQUEST_INT!")
         elif t == "MISSION_CLEAR_ALL":
             c.set_mission([])
@@ -552,8 +631,12 @@ class Simulator:
 
     def param_value(self, name: str, lk: Link | None, index: int | None = None) -> None:
         idx = self.params.names.index(name) if index is None else index
-        self.send(A.MAVLink_param_value_message(name.encode(), self.params[name], self.params.types[name],
-                                                len(self.params.names), idx), lk)
+        self.send(
+            A.MAVLink_param_value_message(
+                name.encode(), self.params[name], self.params.types[name], len(self.params.names), idx
+            ),
+            lk,
+        )
 
     def command(self, cmd: int, p: list[float], lk: Link, m, frame: int | None = None) -> None:
         """COMMAND_LONG / COMMAND_INT (``frame`` given; p[4], p[5] in degrees)."""
@@ -571,8 +654,11 @@ class Simulator:
         elif cmd == A.MAV_CMD_NAV_RETURN_TO_LAUNCH:
             r = c.set_mode(MODES["RTL"], lk)
         elif cmd == A.MAV_CMD_CONDITION_YAW:
-            r = (A.MAV_RESULT_DENIED if math.isnan(p[0]) else
-                 c.condition_yaw(p[0], bool(p[3] == p[3] and p[3]), -1 if p[2] == -1 else 1))
+            r = (
+                A.MAV_RESULT_DENIED
+                if math.isnan(p[0])
+                else c.condition_yaw(p[0], bool(p[3] == p[3] and p[3]), -1 if p[2] == -1 else 1)
+            )
         elif cmd == A.MAV_CMD_DO_CHANGE_SPEED:
             r = c.change_speed(p[1])
         elif cmd == A.MAV_CMD_DO_REPOSITION:
@@ -600,11 +686,17 @@ class Simulator:
             name = MSG_NAMES.get(int(p[0]))
             r = A.MAV_RESULT_ACCEPTED if name else A.MAV_RESULT_FAILED
             if name:
-                hz = (1.0 / lk.hb_interval if lk.hb_interval else 0.0) if name == "HEARTBEAT" else lk.rates.get(name, 0.0)
+                hz = (
+                    (1.0 / lk.hb_interval if lk.hb_interval else 0.0)
+                    if name == "HEARTBEAT"
+                    else lk.rates.get(name, 0.0)
+                )
                 after = A.MAVLink_message_interval_message(int(p[0]), int(1e6 / hz) if hz > 0 else -1)
         elif cmd in (A.MAV_CMD_REQUEST_MESSAGE, A.MAV_CMD_GET_HOME_POSITION, A.MAV_CMD_REQUEST_AUTOPILOT_CAPABILITIES):
-            mid = {A.MAV_CMD_GET_HOME_POSITION: A.MAVLINK_MSG_ID_HOME_POSITION,
-                   A.MAV_CMD_REQUEST_AUTOPILOT_CAPABILITIES: A.MAVLINK_MSG_ID_AUTOPILOT_VERSION}.get(cmd, int(p[0]))
+            mid = {
+                A.MAV_CMD_GET_HOME_POSITION: A.MAVLINK_MSG_ID_HOME_POSITION,
+                A.MAV_CMD_REQUEST_AUTOPILOT_CAPABILITIES: A.MAVLINK_MSG_ID_AUTOPILOT_VERSION,
+            }.get(cmd, int(p[0]))
             name = MSG_NAMES.get(mid)
             if cmd == A.MAV_CMD_REQUEST_AUTOPILOT_CAPABILITIES and int(p[0]) != 1:
                 name = None

@@ -13,14 +13,28 @@ NAN = float("nan")
 
 STREAMS = {  # REQUEST_DATA_STREAM ids -> messages, as ArduCopter groups them (what it sends in SITL)
     A.MAV_DATA_STREAM_RAW_SENSORS: ("RAW_IMU", "SCALED_IMU2", "SCALED_IMU3", "SCALED_PRESSURE", "SCALED_PRESSURE2"),
-    A.MAV_DATA_STREAM_EXTENDED_STATUS: ("SYS_STATUS", "POWER_STATUS", "MEMINFO", "MISSION_CURRENT", "GPS_RAW_INT",
-                                        "NAV_CONTROLLER_OUTPUT"),
+    A.MAV_DATA_STREAM_EXTENDED_STATUS: (
+        "SYS_STATUS",
+        "POWER_STATUS",
+        "MEMINFO",
+        "MISSION_CURRENT",
+        "GPS_RAW_INT",
+        "NAV_CONTROLLER_OUTPUT",
+    ),
     A.MAV_DATA_STREAM_RC_CHANNELS: ("SERVO_OUTPUT_RAW", "RC_CHANNELS"),
     A.MAV_DATA_STREAM_POSITION: ("GLOBAL_POSITION_INT", "LOCAL_POSITION_NED"),
     A.MAV_DATA_STREAM_EXTRA1: ("ATTITUDE", "SIMSTATE", "AHRS2"),
     A.MAV_DATA_STREAM_EXTRA2: ("VFR_HUD",),
-    A.MAV_DATA_STREAM_EXTRA3: ("AHRS", "SYSTEM_TIME", "WIND", "TERRAIN_REPORT", "BATTERY_STATUS", "EKF_STATUS_REPORT",
-                               "VIBRATION", "ESC_TELEMETRY_1_TO_4"),
+    A.MAV_DATA_STREAM_EXTRA3: (
+        "AHRS",
+        "SYSTEM_TIME",
+        "WIND",
+        "TERRAIN_REPORT",
+        "BATTERY_STATUS",
+        "EKF_STATUS_REPORT",
+        "VIBRATION",
+        "ESC_TELEMETRY_1_TO_4",
+    ),
 }
 # messages a client can ask for by id (SET_MESSAGE_INTERVAL, REQUEST_MESSAGE)
 EXTRA = ("HEARTBEAT", "EXTENDED_SYS_STATE", "HOME_POSITION", "GPS_GLOBAL_ORIGIN", "AUTOPILOT_VERSION")
@@ -50,12 +64,26 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
     amsl = c.origin_alt + c.alt
     yaw = math.radians(c.heading if c.heading <= 180 else c.heading - 360)
     if name == "HEARTBEAT":
-        return A.MAVLink_heartbeat_message(A.MAV_TYPE_QUADROTOR, A.MAV_AUTOPILOT_ARDUPILOTMEGA, c.base_mode(), c.mode,
-                                           c.system_status(), 3)
+        return A.MAVLink_heartbeat_message(
+            A.MAV_TYPE_QUADROTOR, A.MAV_AUTOPILOT_ARDUPILOTMEGA, c.base_mode(), c.mode, c.system_status(), 3
+        )
     if name == "SYS_STATUS":
         present, enabled, health = c.health()
-        return A.MAVLink_sys_status_message(present, enabled, health, 0, int(c.voltage() * 1000), int(c.current() * 100),
-                                            c.battery_remaining(), 0, 0, 0, 0, 0, 0)
+        return A.MAVLink_sys_status_message(
+            present,
+            enabled,
+            health,
+            0,
+            int(c.voltage() * 1000),
+            int(c.current() * 100),
+            c.battery_remaining(),
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        )
     if name == "POWER_STATUS":
         return A.MAVLink_power_status_message(5000, 0, 0)
     if name == "MEMINFO":
@@ -65,30 +93,56 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
     if name == "GPS_RAW_INT":
         if not c.gps_detected:
             return A.MAVLink_gps_raw_int_message(us, 0, 0, 0, 0, 65535, 65535, 0, 0, 0)
-        return A.MAVLink_gps_raw_int_message(us, 6, lat7, lon7, int(amsl * 1000), 121, 200,
-                                             int(math.hypot(c.vn, c.ve) * 100), int(c.heading * 100) % 36000, 10,
-                                             int(amsl * 1000), 300, 300, 0, 0, 0)
+        return A.MAVLink_gps_raw_int_message(
+            us,
+            6,
+            lat7,
+            lon7,
+            int(amsl * 1000),
+            121,
+            200,
+            int(math.hypot(c.vn, c.ve) * 100),
+            int(c.heading * 100) % 36000,
+            10,
+            int(amsl * 1000),
+            300,
+            300,
+            0,
+            0,
+            0,
+        )
     if name == "NAV_CONTROLLER_OUTPUT":
         tgt = c.target or (c.north, c.east, c.alt)
         dist = math.hypot(tgt[0] - c.north, tgt[1] - c.east)
         bearing = int(math.degrees(math.atan2(tgt[1] - c.east, tgt[0] - c.north))) % 360 if dist > 0.1 else 0
-        return A.MAVLink_nav_controller_output_message(0, 0, bearing, bearing, min(65535, int(dist)),
-                                                       tgt[2] - c.alt if c.flying else 0.0, 0, 0)
+        return A.MAVLink_nav_controller_output_message(
+            0, 0, bearing, bearing, min(65535, int(dist)), tgt[2] - c.alt if c.flying else 0.0, 0, 0
+        )
     if name == "GLOBAL_POSITION_INT":
-        return A.MAVLink_global_position_int_message(ms, lat7, lon7, int(amsl * 1000), int(c.rel_alt * 1000),
-                                                     int(c.vn * 100), int(c.ve * 100), int(c.vd * 100),
-                                                     int(c.heading * 100) % 36000)
+        return A.MAVLink_global_position_int_message(
+            ms,
+            lat7,
+            lon7,
+            int(amsl * 1000),
+            int(c.rel_alt * 1000),
+            int(c.vn * 100),
+            int(c.ve * 100),
+            int(c.vd * 100),
+            int(c.heading * 100) % 36000,
+        )
     if name == "LOCAL_POSITION_NED":
         if not c.position_ok:
             return None  # ArduCopter has no local position before the EKF uses GPS
         return A.MAVLink_local_position_ned_message(ms, c.north, c.east, -c.alt, c.vn, c.ve, c.vd)
     if name == "SERVO_OUTPUT_RAW":
         pwm = 1000 if not c.armed else (1100 if not c.flying else 1500)
-        return A.MAVLink_servo_output_raw_message(us & 0xFFFFFFFF, 0, pwm, pwm, pwm, pwm, 0, 0, 0, 0,
-                                                  0, 0, 0, 0, 0, 0, 0, 0)
+        return A.MAVLink_servo_output_raw_message(
+            us & 0xFFFFFFFF, 0, pwm, pwm, pwm, pwm, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+        )
     if name == "RC_CHANNELS":
-        return A.MAVLink_rc_channels_message(ms, 8, 1500, 1500, c.throttle, 1500, 1800, 1000, 1000, 1800,
-                                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255)
+        return A.MAVLink_rc_channels_message(
+            ms, 8, 1500, 1500, c.throttle, 1500, 1800, 1000, 1000, 1800, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255
+        )
     if name == "RAW_IMU":
         return A.MAVLink_raw_imu_message(us, 0, 0, -1000, 0, 0, 0, 200, 50, 400, 0, 0)
     if name in ("SCALED_IMU2", "SCALED_IMU3"):
@@ -118,8 +172,21 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
         return A.MAVLink_terrain_report_message(lat7, lon7, 0, 0.0, amsl, 504, 0)
     if name == "BATTERY_STATUS":
         return A.MAVLink_battery_status_message(
-            0, 0, 0, 32767, [int(c.voltage() * 1000)] + [65535] * 9, int(c.current() * 100), int(c.consumed_mah),
-            int(c.energy_wh * 36), c.battery_remaining(), 0, A.MAV_BATTERY_CHARGE_STATE_OK, [0, 0, 0, 0], 0, 0)
+            0,
+            0,
+            0,
+            32767,
+            [int(c.voltage() * 1000)] + [65535] * 9,
+            int(c.current() * 100),
+            int(c.consumed_mah),
+            int(c.energy_wh * 36),
+            c.battery_remaining(),
+            0,
+            A.MAV_BATTERY_CHARGE_STATE_OK,
+            [0, 0, 0, 0],
+            0,
+            0,
+        )
     if name == "EKF_STATUS_REPORT":
         return A.MAVLink_ekf_status_report_message(c.ekf_flags(), 0.01, 0.01, 0.001, 0.005, 0.0, 0.0)
     if name == "VIBRATION":
@@ -133,14 +200,27 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
         if not c.home_set:
             return None
         hlat, hlon = c.latlon(home=True)
-        return A.MAVLink_home_position_message(int(hlat * 1e7), int(hlon * 1e7), int(c.home_alt * 1000),
-                                               c.home_n, c.home_e, -c.home_up, [NAN] * 4, 0, 0, 0, us)
+        return A.MAVLink_home_position_message(
+            int(hlat * 1e7),
+            int(hlon * 1e7),
+            int(c.home_alt * 1000),
+            c.home_n,
+            c.home_e,
+            -c.home_up,
+            [NAN] * 4,
+            0,
+            0,
+            0,
+            us,
+        )
     if name == "GPS_GLOBAL_ORIGIN":
         if not c.home_set:
             return None
-        return A.MAVLink_gps_global_origin_message(int(c.origin_lat * 1e7), int(c.origin_lon * 1e7),
-                                                   int(c.origin_alt * 1000), us)
+        return A.MAVLink_gps_global_origin_message(
+            int(c.origin_lat * 1e7), int(c.origin_lon * 1e7), int(c.origin_alt * 1000), us
+        )
     if name == "AUTOPILOT_VERSION":
-        return A.MAVLink_autopilot_version_message(CAPABILITIES, FLIGHT_SW_VERSION, 0, 0, 0, list(GIT_HASH),
-                                                   [0] * 8, [0] * 8, 0, 0, 0, list(UID2))
+        return A.MAVLink_autopilot_version_message(
+            CAPABILITIES, FLIGHT_SW_VERSION, 0, 0, 0, list(GIT_HASH), [0] * 8, [0] * 8, 0, 0, 0, list(UID2)
+        )
     return None
