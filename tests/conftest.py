@@ -377,3 +377,22 @@ def by_value(request):
     cloudpickle.register_pickle_by_value(request.module)
     yield
     cloudpickle.unregister_pickle_by_value(request.module)
+
+
+# ---- the quick subset: `./dev test -m quick` while you work ---------------------------------
+# Everything but the slow subjects: real ArduPilot SITL (tens of seconds of boot each), the Ray
+# clusters, the ground-station differentials and the chaos rounds.
+SLOW_SUBJECTS = ("fleet", "gcs")
+SLOW_MODULES = ("test_chaos_killed_servers.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(item.fspath))
+        callspec = getattr(item, "callspec", None)
+        real = REAL_FIXTURES & set(getattr(item, "fixturenames", ())) or (
+            callspec is not None and "arducopter" in callspec.params.values()
+        )
+        if path.parent.name in SLOW_SUBJECTS or path.name in SLOW_MODULES or real:
+            continue
+        item.add_marker(pytest.mark.quick)
