@@ -1,18 +1,20 @@
 """Settings (environment prefix ``SITLPOOL_``) and pool parsing.
 
-``Settings`` is the pydantic-settings model every interface uses. ``env_paths`` reads
-just the data and lock directories with the same rules, without importing pydantic,
-for the commands that must answer in a few tens of milliseconds (``leases status``);
-``ValidatedSettings`` carries a ``Settings``' values into a process that must start fast
-(a Ray fleet's actor) without re-reading them there.
+One form: ``Settings`` is a plain class built from one table of fields (``FIELDS``) and
+validated once, when it is made: from the environment and keyword overrides
+(``load_settings``), or from the plain values another process of the same host read
+(``settings_values`` -> ``ValidatedSettings``: a Ray fleet's actor, which must start fast).
+It imports nothing heavier than ``pathlib``, so every command reads it in microseconds.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import ConfigError
 from .instances import strict_int, unusable
@@ -51,7 +53,7 @@ def parse_pool(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def format_pool(instances) -> str:
+def format_pool(instances: Iterable[int]) -> str:
     """The shortest ``parse_pool`` text for ``instances`` (order kept, runs folded)."""
     parts: list[str] = []
     run: list[int] = []
@@ -77,7 +79,7 @@ def default_data_dir(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def _env(environ: Mapping[str, str], name: str) -> str | None:
-    # pydantic-settings matches names case-insensitively; do the same here
+    # names match case-insensitively (as pydantic-settings did); an empty value is unset
     want = ENV_PREFIX + name.upper()
     for k, v in environ.items():
         if k.upper() == want and v != "":
@@ -85,96 +87,164 @@ def _env(environ: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def env_paths(environ: Mapping[str, str] = os.environ) -> tuple[Path, Path]:
-    """``(data_dir, lock_dir)`` as ``Settings`` would resolve them, without pydantic."""
-    data = _env(environ, "data_dir")
-    data_dir = Path(data).expanduser() if data else default_data_dir(environ)
-    lock = _env(environ, "lock_dir")
-    return data_dir, (Path(lock).expanduser() if lock else data_dir / "leases")
+# ---- the fields: each one's parser, default and meaning ------------------------------------
 
 
-def env_pool(environ: Mapping[str, str] = os.environ) -> tuple[int, ...]:
-    return parse_pool(_env(environ, "pool") or DEFAULT_POOL)
+def _path(v: Any) -> Path:
+    if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
+        raise ValueError(f"{v!r} is not a path; give a directory path")
+    return Path(v).expanduser()
 
 
-if TYPE_CHECKING:  # pragma: no cover
-    Settings: Any
+def _optional_path(v: Any) -> Path | None:
+    return None if v is None or v == "" else _path(v)
 
 
-def __getattr__(name: str):
-    # pydantic costs ~140 ms to import; only what needs the whole model pays for it
-    if name == "Settings":
-        from ._settings import Settings
+def _optional_text(v: Any) -> str | None:
+    if v is None or v == "":
+        return None
+    if not isinstance(v, str):
+        raise ValueError(f"{v!r} is not text")
+    return v
 
-        return Settings
-    raise AttributeError(name)
+
+def _pool(v: Any) -> tuple[int, ...]:
+    if isinstance(v, str):
+        return parse_pool(v)
+    if isinstance(v, Iterable) and all(isinstance(n, int) and not isinstance(n, bool) for n in v):
+        return parse_pool(",".join(map(str, v)))
+    raise ValueError(f'{v!r} is not a pool; write it as text, e.g. "40-59"')
 
 
-# every field of ``Settings``, in its order (tests/test_config.py keeps the two in step)
-SETTINGS_FIELDS = (
-    "data_dir",
-    "lock_dir",
-    "pool",
-    "sitl_binary",
-    "sitl_defaults",
-    "speedup",
-    "ready_timeout_s",
-    "idle_timeout_s",
+def _number(gt: float, le: float = math.inf) -> Callable[[Any], float]:
+    def parse(v: Any) -> float:
+        try:
+            x = float(v.strip() if isinstance(v, str) else v)
+        except (TypeError, ValueError):
+            x = math.nan
+        if isinstance(v, bool) or not math.isfinite(x) or x <= gt or x > le:
+            upper = f" and at most {le:g}" if le != math.inf else ""
+            raise ValueError(f"{v!r} is not a finite number above {gt:g}{upper}; give one")
+        return x
+
+    return parse
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Callable[[dict[str, Any], Mapping[str, str]], Any]  # (the fields read so far, the environment)
+    description: str
+
+
+FIELDS: tuple[Field, ...] = (
+    Field(
+        "data_dir",
+        _path,
+        lambda _, env: default_data_dir(env),
+        "shared by every sitlpool process of a user or group",
+    ),
+    Field("lock_dir", _path, lambda got, _: got["data_dir"] / "leases", "default <data_dir>/leases"),
+    Field("pool", _pool, lambda *_: parse_pool(DEFAULT_POOL), 'instances to try, e.g. "40-59" or "40,41,45-47"'),
+    Field(
+        "sitl_binary",
+        _optional_path,
+        lambda *_: None,
+        "a real ArduPilot SITL binary; default: the built-in vehicle",
+    ),
+    Field("sitl_defaults", _optional_text, lambda *_: None, "comma-separated parameter files passed as --defaults"),
+    # finite only: `inf` (or 1e400) made a launch wait forever for its HEARTBEAT
+    Field("speedup", _number(0, 1000), lambda *_: 1.0, "default SITL speedup"),
+    Field("ready_timeout_s", _number(0), lambda *_: 60.0, "launch to first HEARTBEAT"),
+    Field("idle_timeout_s", _number(0), lambda *_: 1800.0, "MCP sessions idle this long close themselves"),
 )
+SETTINGS_FIELDS = tuple(f.name for f in FIELDS)
 
 
-def settings_values(settings) -> dict:
-    """A ``Settings``' validated values as plain data (JSON's types) for ``ValidatedSettings``."""
-
-    def plain(v):
-        return str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
-
-    return {f: plain(getattr(settings, f)) for f in SETTINGS_FIELDS}
-
-
-class ValidatedSettings:
-    """The values of a ``Settings`` that pydantic-settings validated in another process of
-    the same host and environment, with the attributes the layers below read. A Ray fleet's
-    actor is a fresh process whose start is on the clock of every ``fleet.open``: importing
-    pydantic-settings there costs 0.13-0.23 s, so its node's values, read once by a task on
-    that node, are handed to it instead. Build it only from ``settings_values``."""
+class Settings:
+    """Every ``SITLPOOL_`` setting, validated when made. Keywords override the environment
+    (others are ignored, as they always were); a bad value raises ``ConfigError`` naming its variable."""
 
     __slots__ = SETTINGS_FIELDS
+    model_fields: dict[str, Field] = {f.name: f for f in FIELDS}  # as pydantic models name their fields
 
-    def __init__(self, values: Mapping[str, Any]):
-        missing = [f for f in SETTINGS_FIELDS if f not in values]
-        if missing:
-            raise ConfigError(f"settings values without {', '.join(missing)}: build them with settings_values()")
-        for f in SETTINGS_FIELDS:
-            v = values[f]
-            if f in ("data_dir", "lock_dir") or (f == "sitl_binary" and v is not None):
-                v = Path(v)
-            elif f == "pool":
-                v = tuple(v)
-            setattr(self, f, v)
+    data_dir: Path
+    lock_dir: Path
+    pool: tuple[int, ...]
+    sitl_binary: Path | None
+    sitl_defaults: str | None
+    speedup: float
+    ready_timeout_s: float
+    idle_timeout_s: float
+
+    def __init__(self, _environ: Mapping[str, str] | None = None, **overrides: Any):
+        environ = os.environ if _environ is None else _environ
+        got: dict[str, Any] = {}
+        for f in FIELDS:
+            raw = overrides[f.name] if f.name in overrides else _env(environ, f.name)
+            try:
+                got[f.name] = f.default(got, environ) if raw is None else f.parse(raw)
+            except (ValueError, ConfigError) as e:
+                raise ConfigError(f"{ENV_PREFIX}{f.name.upper()}: {e}") from None
+            object.__setattr__(self, f.name, got[f.name])
 
     @property
     def sessions_dir(self) -> Path:
         return self.data_dir / "sessions"
 
-    def model_copy(self, update: Mapping[str, Any] | None = None) -> ValidatedSettings:
-        """The same values with ``update`` applied (as ``Settings.model_copy`` does, unvalidated)."""
-        return ValidatedSettings({**{f: getattr(self, f) for f in SETTINGS_FIELDS}, **(update or {})})
+    def model_copy(self, update: Mapping[str, Any] | None = None) -> Settings:
+        """The same values with ``update`` applied (and checked)."""
+        return ValidatedSettings({**settings_values(self), **(update or {})})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Settings) and settings_values(self) == settings_values(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable in principle, as pydantic models are
 
     def __repr__(self) -> str:
-        return "ValidatedSettings(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in SETTINGS_FIELDS) + ")"
+        return f"{type(self).__name__}(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in SETTINGS_FIELDS) + ")"
 
 
-def load_settings(**overrides) -> "Settings":  # noqa: UP037, F821  (Settings: see _settings)
+class ValidatedSettings(Settings):
+    """A ``Settings`` made from the plain values another process of the same host read
+    (``settings_values``), not from this process's environment: a Ray fleet's actor gets
+    its node's values instead of reading them there. Every field must be given."""
+
+    __slots__ = ()
+
+    def __init__(self, values: Mapping[str, Any]):
+        missing = [f for f in SETTINGS_FIELDS if f not in values]
+        if missing:
+            raise ConfigError(f"settings values without {', '.join(missing)}: build them with settings_values()")
+        super().__init__({}, **{f: values[f] for f in SETTINGS_FIELDS})
+
+
+def settings_values(settings: Any) -> dict:
+    """A ``Settings``' values as plain data (JSON's types) for ``ValidatedSettings``."""
+
+    def plain(v: Any) -> Any:
+        return str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+
+    return {f: plain(getattr(settings, f)) for f in SETTINGS_FIELDS}
+
+
+def load_settings(**overrides: Any) -> Settings:
     """Read the environment into ``Settings``; a bad value raises ``ConfigError``."""
-    from pydantic import ValidationError
+    return Settings(**overrides)
 
-    from ._settings import Settings
 
-    try:
-        return Settings(**overrides)
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ENV_PREFIX + str(err["loc"][0]).upper() if err.get("loc") else "a setting"
-        msg = str(err.get("ctx", {}).get("error") or err.get("msg"))
-        raise ConfigError(f"{field}: {msg}") from None
+def env_paths(environ: Mapping[str, str] = os.environ) -> tuple[Path, Path]:
+    """``(data_dir, lock_dir)`` as ``Settings`` resolves them (without checking the other settings)."""
+    got: dict[str, Any] = {}
+    for f in FIELDS[:2]:
+        raw = _env(environ, f.name)
+        try:
+            got[f.name] = f.default(got, environ) if raw is None else f.parse(raw)
+        except ValueError as e:
+            raise ConfigError(f"{ENV_PREFIX}{f.name.upper()}: {e}") from None
+    return got["data_dir"], got["lock_dir"]
+
+
+def env_pool(environ: Mapping[str, str] = os.environ) -> tuple[int, ...]:
+    return parse_pool(_env(environ, "pool") or DEFAULT_POOL)

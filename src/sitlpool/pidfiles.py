@@ -283,3 +283,110 @@ def scan(data_dir: Path) -> tuple[list[int], list[str]]:
 def instances_with_records(data_dir: Path) -> list[int]:
     """Instances that have a ``sitl.pid`` entry, sorted."""
     return scan(data_dir)[0]
+
+
+# ---- ``sessions/<n>/run.json``: a ``sitlpool run`` command's guardian ------------------------
+
+RUN_FILE = "run.json"
+
+
+@dataclass
+class RunRecord:
+    """What ``sitlpool run`` started on an instance: its guardian (the subreaper every process
+    of the command descends from) and the token in every such process's environment, so that
+    what is left when both ``run`` and its guardian died can be proven and killed."""
+
+    instance: int
+    token: str
+    guardian_pid: int
+    guardian_start_ticks: int
+    run_pid: int
+    run_start_ticks: int
+    argv: list[str] = field(default_factory=list)
+    owner: str = ""
+    time: float = 0.0
+    file_uid: int | None = None  # who owns the file (set by ``load_run``): the command's user
+
+    def as_json(self) -> dict:
+        d = asdict(self)
+        d.pop("file_uid")
+        return d
+
+
+def write_run(data_dir: Path, rec: RunRecord) -> Path:
+    """Write the run record atomically (temp file + rename)."""
+    d = ensure_dir(data_dir, rec.instance)
+    path = d / RUN_FILE
+    tmp = d / f".{RUN_FILE}.{os.getpid()}.tmp"
+    rec.time = rec.time or time.time()
+    try:
+        with open(open_new(tmp), "w") as f:
+            f.write(json.dumps(rec.as_json()) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            if not stat.S_ISDIR(os.lstat(tmp).st_mode):
+                tmp.unlink()
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def load_run(data_dir: Path, instance: int) -> RunRecord | None:
+    """The run record of ``instance``; None if there is none; ``BadEntry`` if it is not one."""
+    path = check_dir(data_dir, instance) / RUN_FILE
+    got = read_regular(path)
+    if got is None:
+        return None
+    data, st = got
+    try:
+        if len(data) > MAX_SIZE:
+            raise ValueError("too large")
+        d = json.loads(data)
+        rec = RunRecord(
+            instance=_int(d["instance"]),
+            token=_str(d["token"]),
+            guardian_pid=_int(d["guardian_pid"]),
+            guardian_start_ticks=_int(d["guardian_start_ticks"]),
+            run_pid=_int(d["run_pid"]),
+            run_start_ticks=_int(d["run_start_ticks"]),
+            argv=[_str(a) for a in _list(d.get("argv", []))],
+            owner=_str(d.get("owner", "")),
+            time=float(d.get("time", 0)),
+            file_uid=st.st_uid,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError):
+        raise BadEntry(f"{path} is not a run record (unreadable content)", junk=True) from None
+    if rec.instance != instance or len(rec.token) < 32 or not rec.token.isalnum():
+        raise BadEntry(f"{path} is not a run record of instance {instance}", junk=True)
+    return rec
+
+
+def remove_run(data_dir: Path, instance: int, token: str | None = None) -> None:
+    """Remove the run record (only if it still holds ``token``, when given); never raises."""
+    try:
+        path = check_dir(data_dir, instance) / RUN_FILE
+        if token is not None:
+            rec = load_run(data_dir, instance)
+            if rec is None or rec.token != token:
+                return
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            path.unlink()
+    except (BadEntry, OSError):
+        pass
+
+
+def instances_with_runs(data_dir: Path) -> list[int]:
+    """Instances whose session dir holds a run record, sorted."""
+    root = Path(data_dir) / "sessions"
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        if name.isascii() and name.isdigit() and str(int(name)) == name and not out_of_range(int(name)):
+            if os.path.lexists(root / name / RUN_FILE):
+                out.append(int(name))
+    return sorted(out)

@@ -185,7 +185,7 @@ class _Netlink:
         out: list[Sock] = []
         buf = self.buf
         while True:
-            n = self.sock.recv_into(buf)
+            n = self._socket().recv_into(buf)  # the socket dump() just sent on
             if not n:
                 return out
             off = 0

@@ -8,6 +8,7 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Set
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -109,6 +110,33 @@ def children(pid: int) -> list[int]:
     return sorted(p for p, (pp, _) in _table().items() if pp == pid)
 
 
+def descendants(pid: int) -> list[int]:
+    """The live descendants of ``pid`` (children, their children...), parents first."""
+    table = _table()
+    kids: dict[int, list[int]] = {}
+    for p, (pp, _) in table.items():
+        kids.setdefault(pp, []).append(p)
+    out: list[int] = []
+    todo = sorted(kids.get(pid, []))
+    while todo:
+        p = todo.pop(0)
+        if p not in out:
+            out.append(p)
+            todo += sorted(kids.get(p, []))
+    return out
+
+
+def environ_holds(pid: int, item: bytes, limit: int = 1 << 20) -> bool:
+    """True if ``pid``'s environment (readable for our own processes only) holds ``item``
+    (``NAME=value``) as one whole entry."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read(limit)
+    except OSError:
+        return False
+    return item in data.split(b"\0")
+
+
 def group_members(pg: int) -> list[int]:
     return sorted(p for p, (_, g) in _table().items() if g == pg)
 
@@ -207,6 +235,16 @@ def become_subreaper() -> bool:
         return False
 
 
+def set_parent_death_signal(sig: int) -> bool:
+    """This process gets ``sig`` when its parent (the thread that forked it) dies."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def _reap(pids) -> None:
     for p in pids:  # only the pids we signalled: another part of this process may wait for its own children
         try:
@@ -215,7 +253,7 @@ def _reap(pids) -> None:
             pass
 
 
-def stop_leftovers(grace: float = 3.0, poll: float = 0.02, spare: set[int] = frozenset()) -> list[int]:
+def stop_leftovers(grace: float = 3.0, poll: float = 0.02, spare: Set[int] = frozenset()) -> list[int]:
     """SIGTERM every remaining child of this (subreaper) process, SIGKILL those alive after
     ``grace``, until none is left (their own children come to us as they die); the pids
     signalled, except the children in ``spare`` (those this process had before). Our

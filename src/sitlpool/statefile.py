@@ -8,12 +8,14 @@ start ticks, so a reader tells a live file from one whose launcher is gone (stal
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
 from pathlib import Path
 
 from . import pidfiles, procinfo
+from .instances import out_of_range
 
 STATE_FILE = "state.json"
 PERIOD_S = 1.0
@@ -117,6 +119,7 @@ _TYPES = {  # field -> what a writer puts there; anything else is someone else's
     "heartbeat_age_s": (int, float, type(None)),
     "sitl_pid": (int, type(None)),
 }
+_INTS = {"battery_pct", "sitl_pid"}
 
 
 def _no_constant(name: str):
@@ -124,25 +127,39 @@ def _no_constant(name: str):
 
 
 def read(data_dir: Path, instance: int) -> dict | None:
-    """The state of ``instance`` with ``stale`` (and why) and ``age_s``; None if none or junk.
-    Anyone sharing the data dir can put a file there: never follows a symlink, never blocks
-    on a FIFO, reads a bounded amount and checks every field's type."""
+    """The state of ``instance`` with ``stale`` (and why) and ``age_s``; None if none or junk."""
+    return read_checked(data_dir, instance)[0]
+
+
+def read_checked(data_dir: Path, instance: int) -> tuple[dict | None, str | None]:
+    """``(state, None)``, ``(None, None)`` if there is no state file, ``(None, why)`` if it
+    cannot be read. Anyone sharing the data dir can put a file there: never follows a
+    symlink, never blocks on a FIFO, reads a bounded amount and checks every field's type
+    and range (a huge integer altitude is junk, not a crash later)."""
     path = state_path(data_dir, instance)
     try:
         got = pidfiles.read_regular(path)
-        if got is None or len(got[0]) > pidfiles.MAX_SIZE:
-            return None
+        if got is None:
+            return None, None
+        if len(got[0]) > pidfiles.MAX_SIZE:
+            return None, "larger than a state file"
         d = json.loads(got[0], parse_constant=_no_constant)  # no NaN/Infinity
         if not isinstance(d, dict) or d.get("schema") != 1:
-            return None
-        if any(not isinstance(d.get(k), t) for k, t in _TYPES.items() if k in d):
-            return None
+            return None, "not a sitlpool state file"
+        for k, types in _TYPES.items():
+            if k in d and (not isinstance(d[k], types) or not _in_range(k, d[k])):
+                return None, f"its {k} is not one a writer puts there"
         pid, ticks = d["writer_pid"], d["writer_start_ticks"]
-        if type(pid) is not int or type(ticks) is not int or not 0 < pid < 2**31:
-            return None
-        age = time.time() - float(d["time"])
-    except (pidfiles.BadEntry, OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError):
-        return None
+        if type(pid) is not int or type(ticks) is not int or not 0 < pid < 2**31 or not 0 <= ticks < 2**63:
+            return None, "its writer_pid is not a process id"
+        when = float(d["time"])
+        if not math.isfinite(when):
+            return None, "its time is not a time"
+        age = time.time() - when
+    except pidfiles.BadEntry as e:
+        return None, str(e)
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError) as e:
+        return None, f"unreadable ({type(e).__name__})"
     d["age_s"] = round(age, 1)
     if not procinfo.is_alive(pid, ticks or None):
         d["stale"], d["stale_reason"] = True, f"its launcher (pid {pid}) is gone"
@@ -151,22 +168,47 @@ def read(data_dir: Path, instance: int) -> dict | None:
     else:
         d["stale"], d["stale_reason"] = False, None
     d["instance"] = instance
-    return d
+    return d, None
+
+
+def _in_range(key: str, v: object) -> bool:
+    if v is None or isinstance(v, (str, bool)):
+        return True
+    assert isinstance(v, (int, float))
+    if key in _INTS:
+        return isinstance(v, int) and -(2**31) < v < 2**31
+    try:
+        return math.isfinite(float(v)) and abs(v) < 1e9  # no altitude, voltage or age is larger
+    except OverflowError:
+        return False
 
 
 def read_all(data_dir: Path) -> list[dict]:
-    """Every instance's state file under ``data_dir``, by instance."""
+    """Every instance's readable state file under ``data_dir``, by instance."""
+    return scan_all(data_dir)[0]
+
+
+def scan_all(data_dir: Path) -> tuple[list[dict], list[str]]:
+    """Every instance's readable state file under ``data_dir`` (by instance), and one line
+    for each state file that cannot be read (planted junk is shown, never a crash)."""
     root = Path(data_dir) / "sessions"
     try:
-        names = sorted(int(n) for n in os.listdir(root) if n.isdigit())
+        names = os.listdir(root)
     except OSError:
-        return []
-    out = []
-    for n in names:
-        d = read(data_dir, n)
+        return [], []
+    # an instance's directory has its canonical name: '²', '040' or '١' name none
+    found = sorted({int(n) for n in names if n.isascii() and n.isdigit() and str(int(n)) == n})
+    out, bad = [], []
+    for n in found:
+        if out_of_range(n):
+            continue
+        d, why = read_checked(data_dir, n)
         if d is not None:
             out.append(d)
-    return out
+        elif why is not None:
+            path = state_path(data_dir, n)
+            bad.append(why if why.startswith(str(path)) else f"{path}: {why}")
+    return out, bad
 
 
 def describe(d: dict) -> str:

@@ -68,7 +68,7 @@ def test_settings_from_env(monkeypatch, tmp_path):
 
 def test_validated_settings_carry_every_field_of_settings(monkeypatch, tmp_path):
     """What a fleet actor gets instead of reading Settings itself: the same values, the same
-    attributes (a field added to Settings and not carried would fail here)."""
+    attributes (both are made from one table of fields, ``config.FIELDS``)."""
     from sitlpool.config import Settings
 
     assert SETTINGS_FIELDS == tuple(Settings.model_fields)
@@ -112,3 +112,47 @@ def test_ports_layout():
     p = ports(40)
     assert (p.serial0, p.serial1, p.serial2, p.rc_in, p.sim_out, p.sim_in) == (6160, 6162, 6163, 5901, 9402, 9403)
     assert p.tcp == (6160, 6162, 6163) and p.udp == (5901, 9402, 9403)
+
+
+def test_one_settings_form_without_pydantic(env, tmp_path):
+    """Settings, the fast path and the fleet's carried values are one class made from one table:
+    reading them imports no pydantic, and ValidatedSettings checks what it is given."""
+    from sitlpool.config import FIELDS, Settings
+
+    assert issubclass(ValidatedSettings, Settings) and SETTINGS_FIELDS == tuple(f.name for f in FIELDS)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from sitlpool.config import load_settings; load_settings(); "
+            "print(sorted(m for m in sys.modules if m.startswith('pydantic')))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+    values = settings_values(load_settings())
+    with pytest.raises(ConfigError, match="^SITLPOOL_SPEEDUP: "):
+        ValidatedSettings({**values, "speedup": float("inf")})
+    with pytest.raises(ConfigError, match="^SITLPOOL_POOL: .*backwards"):
+        load_settings().model_copy(update={"pool": "59-40"})
+    s = load_settings(pool="100,102", sitl_binary=str(tmp_path / "x"), data_dir=tmp_path)
+    assert s.pool == (100, 102) and s.sitl_binary == tmp_path / "x" and s.lock_dir == tmp_path / "leases"
+    assert load_settings(pool=[100, 101]).pool == (100, 101)
+
+
+@pytest.mark.parametrize("name", ["SITLPOOL_SPEEDUP", "SITLPOOL_READY_TIMEOUT_S", "SITLPOOL_IDLE_TIMEOUT_S"])
+@pytest.mark.parametrize("value", ["0", "-1", "x", "1e400", "nan", "true"])
+def test_bad_numbers_are_config_errors(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=f"^{name}: "):
+        load_settings()
+
+
+def test_settings_names_are_case_insensitive_and_empty_is_unset(monkeypatch, tmp_path):
+    monkeypatch.setenv("sitlpool_data_dir", str(tmp_path))
+    monkeypatch.setenv("SITLPOOL_SITL_BINARY", "")
+    monkeypatch.delenv("SITLPOOL_DATA_DIR", raising=False)
+    s = load_settings()
+    assert s.data_dir == tmp_path and s.sitl_binary is None and s.speedup == 1.0
