@@ -383,7 +383,7 @@ def by_value(request):
 # Everything but the slow subjects: real ArduPilot SITL (tens of seconds of boot each), the Ray
 # clusters, the ground-station differentials and the chaos rounds.
 SLOW_SUBJECTS = ("fleet", "gcs")
-SLOW_MODULES = ("test_chaos_killed_servers.py",)
+SLOW_MODULES = ("test_chaos_killed_servers.py", "test_docs_fleet_commands.py")
 
 
 def pytest_collection_modifyitems(config, items):
