@@ -5,7 +5,9 @@ an actor call, and map throughput of N hop scenarios against pytest -n on one no
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -14,10 +16,20 @@ import textwrap
 import time
 from pathlib import Path
 
+import ray
+from ray import cloudpickle
+
+from sitlpool.config import load_settings
+from sitlpool.fleet import Fleet, ItemFailed
+from sitlpool.fleet.node import Slot
+from sitlpool.process import ManagedManager
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from _util import fmt, report, stats  # noqa: E402
+
+from ray_cluster import RayCluster  # noqa: E402
 
 BASE = 1400  # instances 1400-1417 (cluster) and 1430-1435 (local): ports below Ray's 23000-32000
 SPEEDUP = 10
@@ -47,14 +59,7 @@ def test_hop(sitl, n):
 
 
 def main() -> None:
-    import logging
-
     logging.getLogger("sitlpool").setLevel(logging.ERROR)
-    from ray import cloudpickle
-
-    from ray_cluster import RayCluster
-    from sitlpool.fleet import Fleet
-
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     tmp = Path(tempfile.mkdtemp(prefix="sitlpool-bench-fleet-"))
     t = time.monotonic()
@@ -64,12 +69,6 @@ def main() -> None:
         t = time.monotonic()
         fleet = Fleet(c.address)
         report("Fleet(address) connect", fmt(time.monotonic() - t))
-
-        import ray
-
-        from sitlpool.config import load_settings
-        from sitlpool.fleet.node import Slot
-        from sitlpool.process import ManagedManager
 
         # interleaved rounds (empty actor, fleet.open, local start): the machine's load drifts
         # over a run, and all three figures of a round meet the same load
@@ -118,8 +117,6 @@ def main() -> None:
         t = time.monotonic()
         results = fleet.map(hop, range(N_HOPS), speedup=SPEEDUP, progress=False)
         wall = time.monotonic() - t
-        from sitlpool.fleet import ItemFailed
-
         ok = [r for r in results if not isinstance(r, ItemFailed)]
         bad = [r for r in results if isinstance(r, ItemFailed)]
         report(
@@ -164,13 +161,9 @@ def main() -> None:
         report("  Ray's overhead per scenario vs pytest -n (share of a scenario)", f"{over:.1f}%", "< 5% of a hop")
         fleet.close()
     finally:
-        import ray
-
         if ray.is_initialized():
             ray.shutdown()
         c.stop()
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # ``ray start`` with --node-ip-address 127.0.0.1 kept as given: Ray's CLI otherwise swaps a
-# loopback address for the machine's routable one (services.resolve_ip_for_localhost), and
-# the cluster's traffic must stay on loopback
+# loopback address for the machine's routable one, and the cluster's traffic must stay on
+# loopback. The same patch the fleet applies (sitlpool.fleet._ray_loopback), which fails
+# loudly if Ray renamed the function it replaces
 RAY_START = [
     sys.executable,
     "-c",
-    "import sys, ray._private.services as s; s.resolve_ip_for_localhost = lambda h: h; "
+    "import sys; from sitlpool.fleet import _ray_loopback; _ray_loopback.apply(); "
     "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())",
 ]
 
@@ -159,7 +160,9 @@ class RayCluster:
         root: Path | None = None,
         timeout: float = 90.0,
         env_extra: dict | None = None,
+        sitl_counts: list[int] | None = None,
     ) -> RayCluster:
+        """``sitl_counts``: each node's ``sitl`` resource (default ``sitl_per_node``, else its pool's size)."""
         # short root: Ray's unix socket paths must fit in 107 bytes
         root = Path(root or tempfile.mkdtemp(prefix="rc-", dir="/tmp"))
         c = cls(root)
@@ -173,6 +176,8 @@ class RayCluster:
                 node.tmpdir.mkdir(parents=True)
                 node.log = root / name / "ray.log"
                 n = sitl_per_node if sitl_per_node is not None else len(pool)
+                if sitl_counts is not None:
+                    n = sitl_counts[i]
                 args = [
                     *RAY_START,
                     "start",

@@ -11,9 +11,26 @@ killed worker's leases die with it, and its SITLs exit with their parent.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+from .config import load_settings
+from .errors import SitlpoolError
+from .leases import LeasePool
+from .mavlink.recorder import attach
+from .picture import save_link
+from .process import ManagedManager, UnmanagedManager
+from .process.managed import stderr_tail
+
+if TYPE_CHECKING:
+    from .fleet.testing import FleetManager
+    from .vehicle import Sitl
+
+# pytest loads this plugin in every run of the environment, SITLs or not: the flight layer
+# (``Sitl``'s home, which loads pymavlink) is imported when a fixture first needs it
 
 OPTIONS = {  # option -> (ini key, help)
     "--sitl-binary": (
@@ -27,6 +44,17 @@ OPTIONS = {  # option -> (ini key, help)
     "--sitl-ray": ("sitl_ray", "a Ray cluster (HOST:PORT of its head) to place the sitl fixtures' SITLs on"),
 }
 STASH = pytest.StashKey[list]()
+
+__all__ = ["Sitl"]
+
+
+def __getattr__(name: str):
+    """``sitlpool.pytest_plugin.Sitl``: ``sitlpool.vehicle.Sitl``, re-exported (loaded on first use)."""
+    if name == "Sitl":
+        from .vehicle import Sitl
+
+        return Sitl
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def pytest_addoption(parser):
@@ -51,8 +79,6 @@ class _Ctx:
     """Per-session settings, read once (each xdist worker has its own)."""
 
     def __init__(self, config):
-        from .config import load_settings
-
         overrides = {}
         if _opt(config, "sitl_pool"):
             overrides["pool"] = _opt(config, "sitl_pool")
@@ -67,8 +93,6 @@ class _Ctx:
 
 @pytest.fixture(scope="session")
 def _sitlpool_ctx(pytestconfig):
-    from .errors import SitlpoolError
-
     try:
         return _Ctx(pytestconfig)
     except SitlpoolError as e:
@@ -82,73 +106,14 @@ def _owner(ctx: _Ctx, request, what: str) -> str:
 @pytest.fixture
 def sitl_lease(_sitlpool_ctx, request):
     """An instance lease (waits up to --sitl-wait for one), released after the test."""
-    from .leases import LeasePool
-
     ctx = _sitlpool_ctx
     with LeasePool.from_settings(ctx.settings).acquire(_owner(ctx, request, "lease"), wait=ctx.wait) as lease:
         yield lease
 
 
-class Sitl:
-    """A ready ManagedSitl with helpers to wait for state; every handle attribute is reachable."""
-
-    def __init__(self, handle):
-        self.handle = handle
-
-    def __getattr__(self, name):
-        return getattr(self.handle, name)
-
-    @property
-    def vehicle(self):
-        return self.handle.link.vehicle
-
-    def wait(self, pred, timeout: float = 30) -> bool:
-        """Wait until ``pred(vehicle_state)`` holds; False on timeout."""
-        return self.handle.link.wait(pred, timeout)
-
-    @property
-    def flight(self):
-        """The flight tools on this vehicle (``sitlpool.flight.Flight``): the same rules as the MCP tools."""
-        from .flight import Flight
-
-        f = self.__dict__.get("_flight")
-        if f is None or f.link is not self.handle.link:
-            f = self.__dict__["_flight"] = Flight(self.handle.link)
-        return f
-
-    def wait_ready_to_arm(self, timeout: float = 60) -> None:
-        if not self.flight.wait_ready(timeout):
-            raise AssertionError(
-                f"instance {self.instance}: not ready to arm after {timeout}s: " + "; ".join(self.flight.readiness()[1])
-            )
-
-    def arm_and_takeoff(self, altitude_m: float, timeout: float = 60) -> None:
-        """Wait until ready, arm, take off (GUIDED for a copter, TAKEOFF mode for a plane), reach the altitude."""
-        self.flight.arm_and_takeoff(altitude_m, timeout)
-        self.wait_altitude(self.flight.reached(altitude_m), timeout)
-
-    def wait_altitude(self, above_m: float, timeout: float = 60) -> None:
-        if not self.wait(lambda v: (v.rel_alt or 0) >= above_m, timeout):
-            raise AssertionError(
-                f"instance {self.instance}: altitude {self.vehicle.rel_alt} m, never reached {above_m} m"
-            )
-
-    def wait_disarmed(self, timeout: float = 60) -> None:
-        if not self.wait(lambda v: not v.armed, timeout):
-            raise AssertionError(f"instance {self.instance}: still armed after {timeout}s")
-
-    def texts(self) -> list[str]:
-        return [t for _, _, t in self.vehicle.texts]
-
-    def __repr__(self) -> str:
-        return f"<Sitl {self.handle!r}>"
-
-
 def _record(h) -> None:
     """The toolkit's flight recorder from the first message, for the picture of a failure."""
     if h.link is not None:
-        from .mavlink.recorder import attach
-
         attach(h.link)
 
 
@@ -158,13 +123,15 @@ def _marker_kwargs(request) -> dict:
 
 
 @pytest.fixture
-def sitl_factory(_sitlpool_ctx, request):
+def sitl_factory(_sitlpool_ctx: _Ctx, request: pytest.FixtureRequest) -> Iterator[Callable[..., Sitl]]:
     """``sitl_factory(model='quad', speedup=..., params=..., home=...)`` -> a ready Sitl; all stopped after the test."""
-    from .process import ManagedManager
+    from .vehicle import Sitl  # the flight layer, on first use (see the imports above)
 
     ctx = _sitlpool_ctx
+    manager: ManagedManager | FleetManager
     if ctx.ray:
-        from .fleet.testing import manager as fleet_manager  # the SITLs come from the cluster
+        # the SITLs come from the cluster; imported here: Ray is an optional dependency
+        from .fleet.testing import manager as fleet_manager
 
         manager = fleet_manager(ctx.ray)
     else:
@@ -202,7 +169,7 @@ def sitl(sitl_factory):
 @pytest.fixture
 def attached_sitl(_sitlpool_ctx, request, pytestconfig):
     """A read-only attachment to the SITL named by --sitl-attach (skipped when not given)."""
-    from .process import UnmanagedManager
+    from .vehicle import Sitl  # the flight layer, on first use (see the imports above)
 
     target = _opt(pytestconfig, "sitl_attach")
     if not target:
@@ -232,8 +199,6 @@ def pytest_runtest_makereport(item, call):
             lines.append("last STATUSTEXTs:")
             lines += [f"  {t}" for _, _, t in list(v.texts)[-10:]] or ["  (none)"]
             try:  # a failure to draw never hides the report
-                from .picture import save_link
-
                 d = Path(item.config._tmp_path_factory.getbasetemp()) / "sitlpool-pictures"
                 p = save_link(h.link, d / f"{item.name}-{h.name}.png", title=f"{item.nodeid} ({h.name})")
                 lines.append(f"flight picture: {p}")
@@ -241,8 +206,6 @@ def pytest_runtest_makereport(item, call):
                 lines.append(f"flight picture: not drawn ({e})")
         cwd = getattr(h, "cwd", None)
         if cwd is not None:
-            from .process.managed import stderr_tail
-
             tail = stderr_tail(Path(cwd) / "stderr", 15)
             lines.append("tail of the SITL's stderr:")
             lines += [f"  {t}" for t in tail.splitlines()] or ["  (empty)"]

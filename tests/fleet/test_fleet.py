@@ -277,9 +277,12 @@ def test_an_actor_that_dies_makes_every_call_say_died(cluster, fleet):
     os.kill(worker, signal.SIGKILL)
     wait_for(lambda: gone(s.pid), 30, 0.1, "the SITL to exit with its actor")
     wait_for(lambda: s.instance not in held(node), 30, 0.1, "the lease to be freed with the actor")
+    # with no call on the handle (an idle owner), its slot is given back and it says died: the
+    # fleet pings its actors (before, the slot stayed reserved until the owner's next call)
+    wait_for(lambda: fleet.capacity()[1] == 6, 30, 0.2, "the dead actor's slot free with no call on its handle")
+    assert s.state == "died"
     assert_says_died(s)
     assert "doomed" in s.snapshot()["reason"] and "actor" in s.snapshot()["reason"].lower()
-    wait_for(lambda: fleet.capacity()[1] == 6, 30, 0.2, "Ray to count the dead actor's slot free")
     again = fleet.open(speedup=SPEEDUP, label="after-death")
     assert again.snapshot()["state"] == "running"
 
@@ -315,20 +318,22 @@ def test_serve_backend_flies_a_hop_on_the_cluster(cluster, fleet):
     """The sessions backend ``sitlpool serve --ray`` uses: open_sitl lands on the cluster and
     every flight tool answers through it."""
     from sitlpool.fleet.serve import RaySessions
+    from sitlpool.sessions import SessionLike
 
     sessions = RaySessions(cluster.address)
     s = sessions.open(label="mcp-hop", speedup=SPEEDUP)
     info = s.info()
     assert info["connect"]["serial1"] == f"tcp:127.0.0.1:{ports_of(info['instance']).serial1}"
     assert info["node_id"] in {n["node_id"] for n in fleet.nodes()}
-    sessions.fly(s.id, "set_mode", mode="GUIDED")
-    sessions.fly(s.id, "arm")
-    sessions.fly(s.id, "takeoff", altitude_m=4)
-    assert sessions.wait_until(s.id, "altitude_above", 3.5, 30)["result"] == "met"
-    assert sessions.snapshot(s.id)["vehicle"]["armed"] is True
+    assert isinstance(s, SessionLike)  # the session contract the MCP tools use
+    sessions.get(s.id).set_mode("GUIDED")
+    sessions.get(s.id).arm()
+    sessions.get(s.id).takeoff(4)
+    assert sessions.get(s.id).wait_until("altitude_above", 3.5, 30)["result"] == "met"
+    assert sessions.get(s.id).snapshot()["vehicle"]["armed"] is True
     assert sessions.get(s.id).link.get_param("RTL_ALT") > 0
-    sessions.fly(s.id, "land")
-    assert sessions.wait_until(s.id, "disarmed", None, 50)["result"] == "met"
+    sessions.get(s.id).land()
+    assert sessions.get(s.id).wait_until("disarmed", None, 50)["result"] == "met"
     closed = sessions.close(s.id)
     assert closed["closed"].startswith("SITL stopped")
     sessions.close_all()
@@ -338,7 +343,8 @@ def test_serve_ray_flies_a_hop_through_the_mcp_client(cluster, fleet, tmp_path):
     """`sitlpool serve --ray ADDRESS` as an agent uses it: the MCP client over stdio, open_sitl
     placed on the cluster, the flight tools unchanged, close_sitl frees the node's lease."""
     import anyio
-    from test_server import server
+
+    from mcp_client import server
 
     env = dict(os.environ, SITLPOOL_DATA_DIR=str(tmp_path / "data"), SITLPOOL_POOL="1-2")
 
@@ -407,10 +413,12 @@ def test_batch_runs_a_scenario_file_as_json_lines(cluster, fleet, tmp_path, caps
 def test_pytest_backend_gives_the_plugin_helpers_a_remote_sitl(cluster, fleet):
     """What ``pytest --sitl-ray`` gives sitl_factory: the plugin's Sitl over a RemoteSitl."""
     from sitlpool.fleet.testing import manager
+    from sitlpool.process.base import SitlHandle
     from sitlpool.pytest_plugin import Sitl
 
     m = manager(cluster.address)
     s = Sitl(m.start("test_x-0", speedup=SPEEDUP, wait=60, owner="pytest test_x [sitl 0]"))
+    assert isinstance(s.handle, SitlHandle)  # the process-handle contract, as a local handle
     try:
         s.arm_and_takeoff(4)
         assert s.vehicle.rel_alt >= 3.5

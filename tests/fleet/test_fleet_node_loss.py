@@ -72,10 +72,13 @@ def test_a_worker_node_killed_mid_map_reruns_its_items_elsewhere(cluster, fleet)
     assert [r["n"] for r in results] == list(range(8)), results
     victim_pool = set(victim.pool)
     assert not [r for r in results if r["instance"] in victim_pool and r["pid"] in pids]
-    # the next open finds the handle's slot moved off its dead node: the handle says died (no
-    # call on it was needed) and the slot Ray would keep reserved elsewhere is given back
-    s = fleet.open(speedup=SPEEDUP, label="after-node-death")
-    assert on_victim.state == "died"
+    # the handle on the dead node says died, and the slot Ray re-placed on a live node is given
+    # back, with no call on the handle and no open: the fleet watches for dead nodes (before, the
+    # phantom slot stayed until its idle owner called it, and other drivers were told "all in use")
+    wait_for(lambda: on_victim.state == "died", 30, 0.2, "the handle on the dead node to say died")
+    wait_for(lambda: fleet.capacity() == (4, 4), 30, 0.2, "the two live nodes' four slots to be free")
+    assert "died" in on_victim.snapshot()["reason"]
     assert_says_died(on_victim)
+    s = fleet.open(speedup=SPEEDUP, label="after-node-death")
     s.close()
     wait_for(lambda: fleet.capacity() == (4, 4), 30, 0.2, "the two live nodes' four slots to be free")

@@ -5,14 +5,15 @@ Ray places, the node's leases decide. ``Fleet(address)`` opens ``RemoteSitl`` ha
 (a Ray actor per SITL, launching through ``ManagedManager`` on its node), runs batches
 with ``map``, and shows every node's leases with ``status``.
 
-Importing this package does not import Ray: only using a ``Fleet`` does.
+Importing this package does not import Ray: only using a ``Fleet`` does (its names are
+loaded on first use, because Ray is an optional dependency and a second of start-up).
 """
 
 from importlib import import_module
 
 _EXPORTS = {
     "Fleet": "fleet",
-    "ray_resources": "fleet",
+    "ray_resources": "resources",
     "RemoteSitl": "remote",
     "RemoteLink": "remote",
     "FleetError": "errors",

@@ -5,20 +5,45 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import io
 import json
+import math
+import re
 import sys
 from pathlib import Path
 
 from ..errors import SitlpoolError
+from ..leases import format_age
+from .errors import ItemFailed
+from .resources import ray_resources
+
+# Ray (an optional dependency, and a second of start-up) and rich are imported only by the
+# commands that use them: this module is imported by every ``sitlpool`` command's parser
+
+MAX_SPEEDUP = 1000.0  # as sessions.check_open_args: above 0 and at most 1000
+_DECIMAL = r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?"
 
 
 def ray_resources_json(settings=None) -> str:
     """The ``--resources`` JSON for ``ray start`` on this node: its pool's size as ``sitl``."""
-    from .fleet import ray_resources
-
     return json.dumps(ray_resources(settings))
+
+
+def speedup_arg(text: str) -> float:
+    """``--speedup``: checked when the command line is read, before Ray is started (nan,
+    -5 or 1e400 are a usage error at once, not a failure after the cluster connected)."""
+    x = float(text) if re.fullmatch(_DECIMAL, text.strip()) else math.nan
+    if not math.isfinite(x) or not 0 < x <= MAX_SPEEDUP:
+        raise argparse.ArgumentTypeError(f"speedup must be a number above 0 and at most {MAX_SPEEDUP:g}, not {text!r}")
+    return x
+
+
+def retries_arg(text: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,3}", text.strip()):
+        raise argparse.ArgumentTypeError(f"retries must be a whole number from 0 to 999, not {text!r}")
+    return int(text)
 
 
 def add_subcommands(sub) -> None:
@@ -44,8 +69,10 @@ def add_subcommands(sub) -> None:
         help="the cluster's head (HOST:PORT); default: a Ray of this machine",
     )
     b.add_argument("--model", default="quad")
-    b.add_argument("--speedup", type=float, default=None, help="SITL speedup (default SITLPOOL_SPEEDUP)")
-    b.add_argument("--retries", type=int, default=1, help="times an item lost with its node runs again elsewhere")
+    b.add_argument("--speedup", type=speedup_arg, default=None, help="SITL speedup (default SITLPOOL_SPEEDUP)")
+    b.add_argument(
+        "--retries", type=retries_arg, default=1, help="times an item lost with its node runs again elsewhere"
+    )
     b.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -74,8 +101,6 @@ def _one_line(e: BaseException) -> str:
 def ray_address(text: str) -> str:
     """``--ray ADDRESS``: the head's ``HOST:PORT`` (or Ray's own ``auto`` / ``ray://...``),
     refused as misuse when blank or malformed (an unset ``$RAY_ADDRESS`` gives ``""``)."""
-    import argparse
-
     t = text.strip()
     host, sep, port = t.rpartition(":")
     if (
@@ -97,6 +122,8 @@ def load_scenarios(path: str):
         what = "is a directory" if p.is_dir() else "is not a regular file" if p.exists() else "does not exist"
         raise SitlpoolError(f"scenario file {path} {what}; give a .py file with items() and run(sitl, item)")
     spec = importlib.util.spec_from_file_location(f"sitlpool_batch_{abs(hash(str(p.resolve())))}", p)
+    if spec is None or spec.loader is None:
+        raise SitlpoolError(f"scenario file {path} cannot be loaded as a Python module; give a .py file")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     try:
@@ -113,7 +140,7 @@ def load_scenarios(path: str):
     for name in ("items", "run"):
         if not callable(getattr(mod, name, None)):
             raise SitlpoolError(f"scenario file {path} has no function {name}(); it needs items() and run(sitl, item)")
-    from ray import cloudpickle
+    from ray import cloudpickle  # Ray: an optional dependency, imported by the command that needs it
 
     cloudpickle.register_pickle_by_value(mod)
     return mod
@@ -128,8 +155,6 @@ def _jsonable(x):
 
 
 def batch_lines(results, items) -> list[dict]:
-    from .errors import ItemFailed
-
     out = []
     for i, (item, r) in enumerate(zip(items, results)):
         if isinstance(r, ItemFailed):
@@ -140,24 +165,31 @@ def batch_lines(results, items) -> list[dict]:
 
 
 def cmd_batch(a) -> int:
-    from .fleet import Fleet
+    """One JSON line per item on stdout, and nothing else there: while Ray runs, anything
+    printed to stdout (Ray's "(raylet) A worker died..." lines, a scenario's prints) goes
+    to stderr."""
+    from .fleet import Fleet  # Ray: an optional dependency, imported by the command that needs it
 
-    mod = load_scenarios(a.file)
-    try:
-        items = list(mod.items())
-    except Exception as e:
-        raise SitlpoolError(
-            f"scenario file {a.file}: items() raised {type(e).__name__}: {_one_line(e)}; it must return "
-            "the scenarios (a list or any iterable)"
-        ) from None
-    fleet = Fleet(a.ray)
-    try:
-        results = fleet.map(mod.run, items, model=a.model, speedup=a.speedup, retries=a.retries, progress=a.progress)
-    finally:
-        fleet.close()
+    results_out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        mod = load_scenarios(a.file)
+        try:
+            items = list(mod.items())
+        except Exception as e:
+            raise SitlpoolError(
+                f"scenario file {a.file}: items() raised {type(e).__name__}: {_one_line(e)}; it must return "
+                "the scenarios (a list or any iterable)"
+            ) from None
+        fleet = Fleet(a.ray)
+        try:
+            results = fleet.map(
+                mod.run, items, model=a.model, speedup=a.speedup, retries=a.retries, progress=a.progress
+            )
+        finally:
+            fleet.close()
     lines = batch_lines(results, items)
     for line in lines:
-        print(json.dumps(line), flush=True)
+        print(json.dumps(line), file=results_out, flush=True)
     return 0 if all(x["ok"] for x in lines) else 1
 
 
@@ -165,11 +197,9 @@ def cmd_batch(a) -> int:
 
 
 def status_table(doc: dict):
-    from rich.console import Group
+    from rich.console import Group  # rich: start time of every sitlpool command (see above)
     from rich.table import Table
     from rich.text import Text
-
-    from ..leases import format_age
 
     n = Table(title=f"Ray cluster {doc['address']}: {len(doc['nodes'])} nodes", title_justify="left")
     for c in ("node", "host", "sitl slots", "pool", "free", "lock dir"):
@@ -202,19 +232,21 @@ def status_table(doc: dict):
 
 def cmd_status(a) -> int:
     """``sitlpool status --ray ADDRESS [--json] [--all]``."""
-    from .fleet import Fleet
+    from .fleet import Fleet  # Ray: an optional dependency, imported by the command that needs it
 
-    fleet = Fleet(a.ray)
-    try:
-        doc = fleet.status(all=getattr(a, "all", False))
-    finally:
-        fleet.close()
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):  # Ray's own lines never mix with the document
+        fleet = Fleet(a.ray)
+        try:
+            doc = fleet.status(all=getattr(a, "all", False))
+        finally:
+            fleet.close()
     if a.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(doc, indent=2), file=out)
     else:
-        from rich.console import Console
+        from rich.console import Console  # rich: start time (see above)
 
-        Console().print(status_table(doc))
+        Console(file=out).print(status_table(doc))
     return 0
 
 

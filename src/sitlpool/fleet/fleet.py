@@ -5,31 +5,32 @@ SITL started outside sitlpool holds is refused there and placement goes elsewher
 from __future__ import annotations
 
 import logging
-import os
+import sys
 import threading
 import time
+from typing import Any
 
+import ray
+from ray.util import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+
+from ..config import ValidatedSettings
 from ..errors import LeaseError, SitlpoolError
+from ..flight import check_finite, resolve_binary
+from ..sessions import check_open_args
+from . import connection, node
 from .errors import FleetError, ItemFailed, NoRoom
+from .progress import MapProgress, node_key
 from .remote import RemoteSitl, ray_reason, unwrap
+from .resources import RESOURCE, ray_resources
 
 log = logging.getLogger("sitlpool.fleet")
-RESOURCE = "sitl"
 START_TIMEOUT_S = 120.0  # an actor placed on a node, to its SITL ready (worker start + launch)
 SLOT_GRACE_S = 2.0  # open(wait_s=0): how long reserving a free slot may take (no worker starts for it)
-
-
-def ray_resources(settings=None) -> dict:
-    """What this node offers the cluster: ``{"sitl": <instances in its pool>}``."""
-    from ..config import load_settings
-
-    s = settings or load_settings()
-    return {RESOURCE: len(s.pool)}
+WATCH_S = 1.0  # while SITLs are open: how often the fleet asks Ray which nodes are alive and pings its actors
 
 
 def _remote(cls_or_fn, **options):
-    import ray
-
     return ray.remote(**options)(cls_or_fn) if options else ray.remote(cls_or_fn)
 
 
@@ -38,44 +39,16 @@ class Fleet:
     Ray of this machine alone, started with this machine's ``sitl`` resource)."""
 
     def __init__(self, address: str | None = None, *, log_to_driver: bool = False):
-        import ray
-
-        from . import node
-
-        self._node = node
         self._closed = False
-        if address is not None and (not isinstance(address, str) or not address.strip()):
-            raise FleetError(
-                f"Ray address {address!r} is blank; give the head's HOST:PORT (ray start --head prints it), "
-                "or no address for a Ray of this machine alone"
-            )
-        with _CONNECTION_LOCK:
-            if ray.is_initialized():
-                _same_cluster(address)
-            else:
-                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-                kw = dict(logging_level=logging.WARNING, log_to_driver=log_to_driver, namespace="sitlpool")
-                try:
-                    if address is None:
-                        # a Ray of this machine alone listens on loopback only: nothing else can reach it
-                        _keep_loopback("127.0.0.1:0")
-                        ray.init(resources=ray_resources(), include_dashboard=False, _node_ip_address="127.0.0.1", **kw)
-                    else:
-                        _keep_loopback(address)
-                        _reachable(address)
-                        ray.init(address=address, **kw)
-                except (ConnectionError, RuntimeError, ValueError) as e:
-                    raise FleetError(
-                        f"cannot connect to the Ray cluster at {address}: {' '.join(str(e).split())[:300]}; "
-                        "check the head's address (ray start --head prints it) and that it runs"
-                    ) from None
-                _CONNECTION["started"] = True
-            _CONNECTION["users"] += 1
+        connection.connect(address, log_to_driver)
         self.address = address
         self._actor_cls = _remote(node.SitlActor, max_concurrency=node.ACTOR_CONCURRENCY, max_restarts=0)
         self._slot_cls = _remote(node.Slot)
         self._open: set[RemoteSitl] = set()
-        self._settings_refs: dict = {}  # node_settings task -> the node it reads
+        self._open_lock = threading.Lock()
+        self._watch_stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._settings_refs: dict[Any, str] = {}  # node_settings task -> the node it reads
         self._settings: dict[str, dict] = {}  # node id -> its settings_values, once read
         self._settings_total = 0.0  # the cluster's sitl slots when the nodes were last listed
         self._settings_lock = threading.Lock()
@@ -91,7 +64,7 @@ class Fleet:
             if total == self._settings_total:
                 return
             self._settings_total = total
-            fn = _remote(self._node.node_settings, num_cpus=0, max_retries=0)
+            fn = _remote(node.node_settings, num_cpus=0, max_retries=0)
             asked = set(self._settings_refs.values()) | set(self._settings)
             for n in self.nodes():
                 if n[RESOURCE] >= 1 and n["node_id"] not in asked:
@@ -99,8 +72,6 @@ class Fleet:
 
     def _node_settings(self, wait_s: float = 0) -> dict[str, dict]:
         """The node settings read so far (waiting up to ``wait_s`` for the rest)."""
-        import ray
-
         refs = list(self._settings_refs)
         if refs:
             done, _ = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
@@ -118,9 +89,6 @@ class Fleet:
         """Refuse a model no node can fly, before anything is placed: when every node's
         settings are in and every node runs the built-in vehicle (a node with a real
         SITL binary is left to say for itself: its files are not on this machine)."""
-        from ..config import ValidatedSettings
-        from ..process.managed import resolve_binary
-
         known = self._node_settings(wait_s)
         if not known or any(v["sitl_binary"] is not None for v in known.values()):
             return
@@ -137,8 +105,6 @@ class Fleet:
 
     def nodes(self) -> list[dict]:
         """Live nodes: ``node_id``, ``host``, ``sitl`` (slots advertised)."""
-        import ray
-
         return [
             {"node_id": n["NodeID"], "host": n["NodeManagerAddress"], RESOURCE: n["Resources"].get(RESOURCE, 0)}
             for n in ray.nodes()
@@ -147,8 +113,6 @@ class Fleet:
 
     def capacity(self) -> tuple[float, float]:
         """(slots in the cluster, slots free now) as Ray counts them."""
-        import ray
-
         return ray.cluster_resources().get(RESOURCE, 0), ray.available_resources().get(RESOURCE, 0)
 
     def _need_capacity(self) -> float:
@@ -174,13 +138,6 @@ class Fleet:
     ) -> RemoteSitl:
         """A SITL launched on whichever node has room, as a ``RemoteSitl``. ``wait_s``: how
         long to wait for a free slot (None: as long as it takes; 0: fail at once)."""
-        import ray
-        from ray.util import placement_group, remove_placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        from ..flight import check_finite
-        from ..sessions import check_open_args
-
         self._check_usable()
         model, speedup, label, home, params = check_open_args(model, speedup, label, home, params)
         if wait_s is not None:
@@ -188,9 +145,6 @@ class Fleet:
         total = self._need_capacity()
         self._read_settings(total)
         self._check_model(model)
-        for h in list(self._open):  # a slot Ray moved off a dead node is given back
-            if h._lost_with_node():
-                self._forget(h)
         deadline = None if wait_s is None else time.monotonic() + wait_s
         refused_slots: list = []  # slots kept on nodes that refused, so Ray places the next one elsewhere
         refused = None
@@ -242,7 +196,7 @@ class Fleet:
                         )
                     continue
                 sitl = RemoteSitl(actor, info, self, slot)
-                self._open.add(sitl)
+                self._opened(sitl)
                 return sitl
         finally:
             for slot in refused_slots:
@@ -261,8 +215,56 @@ class Fleet:
             )
         return msg
 
+    def _opened(self, sitl: RemoteSitl) -> None:
+        with self._open_lock:
+            self._open.add(sitl)
+            if self._watcher is None and not self._closed:
+                self._watcher = threading.Thread(target=self._watch_nodes, name="sitlpool-fleet-nodes", daemon=True)
+                self._watcher.start()
+
     def _forget(self, sitl: RemoteSitl) -> None:
-        self._open.discard(sitl)
+        with self._open_lock:
+            self._open.discard(sitl)
+
+    def _watch_nodes(self) -> None:
+        """While SITLs are open, every ``WATCH_S``: which nodes Ray counts alive (one GCS
+        call), and a ping of each handle's actor (answered, or failed when the actor died). A
+        handle whose node or actor died says died at once and gives back its sitl slot, which
+        Ray would otherwise keep reserved (re-placed on a surviving node when the node died)
+        until the handle's owner next calls it: other drivers meanwhile told "all in use"."""
+        pings: dict[RemoteSitl, Any] = {}
+        while not self._watch_stop.wait(WATCH_S):
+            with self._open_lock:
+                handles = list(self._open)
+            for h in list(pings):
+                if h not in handles:
+                    del pings[h]
+            if not handles:
+                continue
+            try:
+                alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+                for h in handles:
+                    if h not in pings:
+                        pings[h] = h._actor.ready.remote()
+                done, _ = ray.wait(list(pings.values()), num_returns=len(pings), timeout=0)
+            except Exception as e:  # the connection is going (shutdown, head lost): try again next time
+                log.debug("cannot watch the cluster: %s", e)
+                continue
+            answered = set(done)
+            for h in handles:
+                why = None
+                if alive and h.node_id not in alive:  # an empty answer is the connection's trouble
+                    why = f"its node {h.node_id[:8]} ({h.host}) died (Ray reports the node dead)"
+                elif h in pings and pings[h] in answered:
+                    try:
+                        ray.get(pings.pop(h), timeout=0)
+                    except ray.exceptions.ActorDiedError as e:
+                        why = f"its actor died: {ray_reason(e)}"
+                    except ray.exceptions.RayError:  # unavailable for now (a network hiccup): asked again
+                        pass
+                if why is not None and h.lost(why):
+                    log.warning("%s on %s: %s; its sitl slot is given back", h.label, h.host, why)
+                    self._forget(h)
 
     # ---- many scenarios --------------------------------------------------------------------
 
@@ -282,11 +284,6 @@ class Fleet:
         results in item order. An exception in ``fn`` is that item's result (an
         ``ItemFailed`` with the vehicle's last STATUSTEXTs and the SITL's stderr tail); an
         item lost with its node is run again elsewhere, up to ``retries`` times."""
-        import ray
-
-        from ..sessions import check_open_args
-        from .progress import MapProgress, node_key
-
         self._check_usable()
         # what every item shares is checked once, here: not a batch of identical failures
         model, checked, label, home, params = check_open_args(
@@ -298,9 +295,9 @@ class Fleet:
         self._read_settings(total)
         self._check_model(model, wait_s=10)  # a batch can wait for the nodes' settings
         opts = {"model": model, "speedup": speedup, "params": params, "home": home, "label": label}
-        task = _remote(self._node.run_item, num_cpus=0, max_retries=0, resources={RESOURCE: 1})
+        task = _remote(node.run_item, num_cpus=0, max_retries=0, resources={RESOURCE: 1})
         show = progress if progress is not None else _stderr_is_terminal()
-        tally = _remote(self._node.Tally, num_cpus=0).remote() if show else None
+        tally = _remote(node.Tally, num_cpus=0).remote() if show else None
         try:
             fn_ref = ray.put(fn)  # shipped once, not once per item
         except Exception as e:  # pickling: Ray's own message is a many-line dump
@@ -403,16 +400,16 @@ class Fleet:
     def status(self, all: bool = False, timeout: float = 90.0) -> dict:
         """Every node's local status document (leases, SITLs running without a lease),
         gathered by one task pinned to each node, and their rows with the node in each."""
-        import ray
-
         self._check_usable()
-        fn = _remote(self._node.node_status, num_cpus=0, max_retries=0)
+        fn = _remote(node.node_status, num_cpus=0, max_retries=0)
         nodes = self.nodes()
         refs = {n["node_id"]: fn.options(scheduling_strategy=_on_node(n["node_id"])).remote(all) for n in nodes}
         ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)
-        doc = {"schema": 1, "address": self.address, "nodes": [], "held": [], "running_without_lease": []}
+        rows: list[dict] = []
+        held: list[dict] = []
+        unleased: list[dict] = []
         for n in nodes:
-            entry = {"node_id": n["node_id"], "host": n["host"], RESOURCE: n[RESOURCE]}
+            entry: dict[str, Any] = {"node_id": n["node_id"], "host": n["host"], RESOURCE: n[RESOURCE]}
             try:
                 d = ray.get(refs[n["node_id"]], timeout=0)
             except ray.exceptions.GetTimeoutError:
@@ -422,14 +419,16 @@ class Fleet:
             else:
                 entry.update(lock_dir=d["lock_dir"], pool=d["pool"], free_count=d["free_count"], status=d)
                 where = {"node_id": n["node_id"], "host": n["host"]}
-                doc["held"] += [{**where, **h} for h in d["held"]]
-                doc["running_without_lease"] += [{**where, **r} for r in d["running_without_lease"]]
-            doc["nodes"].append(entry)
-        return doc
+                held += [{**where, **h} for h in d["held"]]
+                unleased += [{**where, **r} for r in d["running_without_lease"]]
+            rows.append(entry)
+        return {"schema": 1, "address": self.address, "nodes": rows, "held": held, "running_without_lease": unleased}
 
     def close_all(self) -> None:
         """Close every SITL this fleet opened and still holds."""
-        for s in list(self._open):
+        with self._open_lock:
+            handles = list(self._open)
+        for s in handles:
             try:
                 s.close()
             except SitlpoolError:  # pragma: no cover - best effort
@@ -438,18 +437,15 @@ class Fleet:
     def close(self) -> None:
         """Close every SITL this fleet opened; the last ``Fleet`` of the process to close
         stops the Ray connection a ``Fleet`` started (one the caller made is left alone)."""
-        import ray
-
         if self._closed:
             return
         self.close_all()
-        self._closed = True
-        with _CONNECTION_LOCK:
-            _CONNECTION["users"] -= 1
-            if _CONNECTION["users"] <= 0 and _CONNECTION["started"]:
-                _CONNECTION.update(users=0, started=False)
-                if ray.is_initialized():
-                    ray.shutdown()
+        with self._open_lock:
+            self._closed = True
+        self._watch_stop.set()
+        if self._watcher is not None:
+            self._watcher.join(WATCH_S + 5)  # a GCS call under way finishes first (not one hung on a lost head)
+        connection.disconnect()
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -462,80 +458,11 @@ class Fleet:
         self.close()
 
 
-# this process's one connection to Ray (Ray allows one): whether a Fleet started it, and how
-# many Fleets use it (the pytest plugin's, a server's and a user's may share it)
-_CONNECTION = {"started": False, "users": 0}
-_CONNECTION_LOCK = threading.Lock()
-
-
-def _same_cluster(address: str | None) -> None:
-    """A process already connected to Ray can only reach that cluster: an address naming
-    another one is an error, not a fleet silently placed elsewhere."""
-    if address is None or address == "auto" or "://" in address:
-        return
-    import ray
-
-    gcs = ray.get_runtime_context().gcs_address or ""
-    if _endpoint(address) != _endpoint(gcs):
-        raise FleetError(
-            f"this process is already connected to the Ray cluster at {gcs}, not {address}; Ray allows one "
-            "cluster per process: use that address, or another process for the other cluster"
-        )
-
-
-def _endpoint(address: str) -> tuple[str, str]:
-    import socket
-
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
-    try:
-        host = socket.gethostbyname(host)
-    except OSError:
-        pass
-    return host, port
-
-
-def _reachable(address: str, timeout: float = 5.0) -> None:
-    """ray.init retries a head that refuses connections for ever: find out first (a plain
-    HOST:PORT only; ``auto``, ``ray://`` and the like are left to Ray)."""
-    import socket
-
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or "/" in address:
-        return
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except OSError as e:
-        raise ConnectionError(f"nothing answers at {address} ({e.strerror or e})") from None
-
-
-def _keep_loopback(address: str) -> None:
-    """A cluster at a loopback address is one machine's: keep it there. Ray's client swaps a
-    loopback address for the machine's routable one (resolve_ip_for_localhost), which finds
-    no GCS when the nodes listen on 127.0.0.1 only (ray start --node-ip-address 127.0.0.1)."""
-    import ipaddress
-
-    host = address.rsplit(":", 1)[0].strip("[]")
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return
-    if loopback:
-        import ray._private.services as services
-
-        if hasattr(services, "resolve_ip_for_localhost"):
-            services.resolve_ip_for_localhost = lambda h: h
-
-
-def _on_node(node_id: str):
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
+def _on_node(node_id: str) -> NodeAffinitySchedulingStrategy:
     return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
 
 
 def _stderr_is_terminal() -> bool:
-    import sys
-
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):

@@ -5,28 +5,45 @@ task pinned to each node. Everything here reads the node's own settings (SITLPOO
 its ``ray start``): leases stay per host, exactly as without Ray.
 
 The worker process that runs these is the SITL's parent, so a SITL exits with its actor
-or task, and the kernel drops its lease with the worker.
+or task, and the kernel drops its lease with the worker. A lost cluster (its head gone)
+is noticed here too: ``ClusterWatch`` stops the SITL and releases its lease within
+``LOST_AFTER_S`` of the head's GCS going silent, instead of Ray's own wait (~70 s).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import os
+import socket
+import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
+from typing import Any
 
+import ray
+
+from ..config import ValidatedSettings, load_settings, settings_values
 from ..errors import LeaseError, OwnerError, SitlpoolError
+from ..process import ManagedManager
+from ..process.managed import stderr_tail
+from ..sessions import FLIGHT_ACTIONS, Session, Sessions
+from ..status import pool_status
+from ..vehicle import Sitl
+
+log = logging.getLogger("sitlpool.fleet.node")
 
 # ``open`` and the flight calls block at most 55 s (sessions.MAX_BLOCK_S); a thread pool
 # lets snapshot answer while another caller waits in wait_until
 ACTOR_CONCURRENCY = 8
+LOST_AFTER_S = 10.0  # the head's GCS unreachable this long: the cluster is lost, stop the SITL
+WATCH_POLL_S = 0.5
 
 
 def node_identity() -> dict:
     """``node_id`` and ``host`` (the address other machines reach this node at)."""
-    import ray
-
     return {"node_id": ray.get_runtime_context().get_node_id(), "host": ray.util.get_node_ip_address()}
 
 
@@ -37,6 +54,59 @@ def connect_strings(host: str, ports) -> dict:
         "mavproxy": f"mavproxy.py --master=tcp:{host}:{ports.serial1}",
         "note": "serial0 is sitlpool's own link; each serial port serves one client",
     }
+
+
+class ClusterWatch:
+    """Whether this node still reaches its cluster: a thread connects to the head's GCS every
+    ``WATCH_POLL_S``; after ``LOST_AFTER_S`` without a connection, ``on_lost()`` (which stops
+    what this worker holds and says what it did) runs once and the loss goes to the
+    worker's stderr (Ray's worker-*.err log of the node). Ray itself waits ~70 s for a lost
+    head before its raylet ends the workers, and the SITLs and leases with them."""
+
+    def __init__(self, what: str, on_lost: Callable[[], str], lost_after_s: float = LOST_AFTER_S):
+        self.what = what
+        self.on_lost = on_lost
+        self.lost_after_s = lost_after_s
+        self.gcs = ray.get_runtime_context().gcs_address or ""
+        self._stop = threading.Event()
+        self.lost = False
+        self._thread = threading.Thread(target=self._run, name="sitlpool-cluster-watch", daemon=True)
+        self._thread.start()
+
+    def _reachable(self) -> bool:
+        host, _, port = self.gcs.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=1.0).close()
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def _run(self) -> None:
+        if not self.gcs:
+            return
+        last_seen = time.monotonic()
+        while not self._stop.wait(WATCH_POLL_S):
+            if self._reachable():
+                last_seen = time.monotonic()
+                continue
+            silent = time.monotonic() - last_seen
+            if silent < self.lost_after_s:
+                continue
+            self.lost = True
+            try:
+                done = self.on_lost()
+            except Exception as e:  # the loss is still said, with what went wrong
+                done = f"stopping it failed: {type(e).__name__}: {e}"
+            msg = (
+                f"sitlpool fleet node {os.uname().nodename} pid {os.getpid()}: lost the Ray cluster (its head's "
+                f"GCS at {self.gcs} unreachable for {silent:.0f}s): {self.what}: {done}"
+            )
+            log.error("%s", msg)
+            print(msg, file=sys.stderr, flush=True)
+            return
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 class SitlActor:
@@ -51,15 +121,28 @@ class SitlActor:
     def __init__(self, settings_by_node: dict, launch: dict):
         self.ident = node_identity()
         self.sid: str | None = None
-        self.session = None  # kept after close: Sessions forgets closed sessions
-        self.sessions = None
+        self._session: Session | None = None  # kept after close: Sessions forgets closed sessions
+        self._sessions: Sessions | None = None
+        self.watch: ClusterWatch | None = None
         values = settings_by_node.get(self.ident["node_id"])
-        # the launch (and the imports it needs) runs beside Ray's own work after the constructor
-        self._launch = concurrent.futures.Future()
+        # the launch runs beside Ray's own work after the constructor
+        self._launch: concurrent.futures.Future[dict] = concurrent.futures.Future()
         threading.Thread(target=self._open, args=(self._launch, values, launch), name="launch", daemon=True).start()
 
     def ready(self) -> dict:
         return self.ident
+
+    @property
+    def sessions(self) -> Sessions:
+        if self._sessions is None:
+            raise SitlpoolError("this actor's SITL was not launched; open a new one")
+        return self._sessions
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            raise SitlpoolError("this actor's SITL was not launched; open a new one")
+        return self._session
 
     # ---- life ------------------------------------------------------------------------
 
@@ -71,13 +154,10 @@ class SitlActor:
 
     def _open(self, out: concurrent.futures.Future, values: dict | None, launch: dict) -> None:
         try:
-            from ..config import ValidatedSettings
-            from ..sessions import Sessions
-
-            self.sessions = Sessions(
+            self._sessions = Sessions(
                 settings=ValidatedSettings(values) if values else None, server_id=f"ray-{os.getpid()}"
             )
-            s = self.sessions.open(**launch)
+            s = self._sessions.open(**launch)
         except OwnerError as e:  # the label is wrong, not the node's count
             out.set_exception(e)
         except LeaseError as e:
@@ -85,13 +165,23 @@ class SitlActor:
         except BaseException as e:  # the caller of open gets it, as if raised there
             out.set_exception(e)
         else:
-            self.sid, self.session = s.id, s
+            self.sid, self._session = s.id, s
+            self.watch = ClusterWatch(
+                f"session {s.id} ({s.label}), instance {s.handle.instance} pid {s.handle.pid}", self._lost
+            )
             out.set_result(self.info())
+
+    def _lost(self) -> str:
+        """The cluster is gone: stop the SITL and release its lease now."""
+        self.close()
+        return "stopped its SITL and released its lease"
 
     def info(self) -> dict:
         return self._here({**self.session.info(), "pid": self.session.handle.pid})
 
     def close(self) -> dict:
+        if self.watch is not None:
+            self.watch.stop()
         if self.sid is None:
             return {"closed": "nothing was open"}
         if self.session.closed:
@@ -100,9 +190,9 @@ class SitlActor:
 
     def status(self):
         """The handle's Status once the SITL ended, else None."""
-        return self.session.handle.status if self.session else None
+        return self._session.handle.status if self._session else None
 
-    # ---- flight: the MCP tools' meanings, through Sessions -----------------------------
+    # ---- flight: the MCP tools' meanings, through the node's Session ------------------
 
     def _here(self, snap: dict) -> dict:
         """A session document with this node in it and connection strings using its address."""
@@ -111,16 +201,21 @@ class SitlActor:
             snap["connect"] = connect_strings(self.ident["host"], self.session.handle.ports)
         return snap
 
+    def _live(self):
+        return self.sessions.get(self.session.id)  # refused once closed; keeps it from idling out
+
     def snapshot(self) -> dict:
-        return self._here(self.sessions.snapshot(self.sid))
+        return self._here(self._live().snapshot())
 
     def fly(self, action: str, kw: dict) -> dict:
-        out = self.sessions.fly(self.sid, action, **kw)
+        if action not in FLIGHT_ACTIONS:
+            raise SitlpoolError(f"{action!r} is not a flight action; use one of {', '.join(FLIGHT_ACTIONS)}")
+        out = getattr(self._live(), action)(**kw)
         self._here(out["snapshot"])
         return out
 
     def wait_until(self, condition: str, value, timeout_s: float) -> dict:
-        out = self.sessions.wait_until(self.sid, condition, value, timeout_s)
+        out = self._live().wait_until(condition, value, timeout_s)
         self._here(out["snapshot"])
         return out
 
@@ -137,7 +232,7 @@ class SitlActor:
         return self._link().vehicle
 
     def _link(self):
-        s = self.sessions.get(self.sid)
+        s = self._live()
         if s.link is None:
             raise SitlpoolError(f"session {self.sid} has no vehicle link ({s.state}); open a new one")
         return s.link
@@ -151,18 +246,36 @@ class Slot:
         return True
 
 
+def _error(ident: dict, t0: float, e: BaseException, **more: Any) -> dict:
+    return {
+        "kind": "error",
+        "type": type(e).__name__,
+        "message": str(e),
+        "traceback": "",
+        "texts": [],
+        "stderr_tail": "",
+        "instance": None,
+        "seconds": time.monotonic() - t0,
+        **ident,
+        **more,
+    }
+
+
 def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
     """Run ``fn(sitl, item)`` on a SITL leased and launched on this node; the SITL is
-    stopped and its lease released before the result goes back."""
-    from ..process import ManagedManager
-    from ..process.managed import stderr_tail
-    from ..pytest_plugin import Sitl  # the local handle the pytest plugin gives
-
+    stopped and its lease released before the result goes back (or as soon as the
+    cluster is lost)."""
     ident = node_identity()
     if tally is not None:
         tally.started.remote(index, ident["host"], ident["node_id"])
     t0 = time.monotonic()
     m = ManagedManager()
+
+    def lost() -> str:
+        m.close_all()
+        return "stopped its SITL and released its lease"
+
+    watch = ClusterWatch(f"map item {index}", lost)
     h = None
     try:
         try:
@@ -182,38 +295,27 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
             result = fn(Sitl(h), item)
             return {"kind": "ok", "result": result, "instance": h.instance, "seconds": time.monotonic() - t0, **ident}
         except Exception as e:  # the item's failure, not the batch's
-            texts = [t for _, _, t in list(h.link.vehicle.texts)[-10:]] if h.link is not None else []
-            return {
-                "kind": "error",
-                "type": type(e).__name__,
-                "message": str(e),
-                "traceback": traceback.format_exc(),
-                "texts": texts,
-                "stderr_tail": stderr_tail(h.cwd / "stderr", 15) if h.cwd else "",
-                "instance": h.instance,
-                "seconds": time.monotonic() - t0,
-                **ident,
-            }
+            texts: list[str] = [t for _, _, t in list(h.link.vehicle.texts)[-10:]] if h.link is not None else []
+            return _error(
+                ident,
+                t0,
+                e,
+                traceback=traceback.format_exc(),
+                texts=texts,
+                stderr_tail=stderr_tail(h.cwd / "stderr", 15) if h.cwd else "",
+                instance=h.instance,
+            )
     except SitlpoolError as e:  # the SITL did not start: that is this item's failure too
-        return {
-            "kind": "error",
-            "type": type(e).__name__,
-            "message": str(e),
-            "traceback": "",
-            "texts": [],
-            "stderr_tail": "",
-            "instance": None,
-            "seconds": time.monotonic() - t0,
-            **ident,
-        }
+        return _error(ident, t0, e)
     finally:
+        watch.stop()
         m.close_all()
 
 
 class Tally:
     """Where each running item is, for the progress display (only made when it is shown)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.running: dict[int, tuple[str, str]] = {}
 
     def started(self, index: int, host: str, node_id: str) -> None:
@@ -225,15 +327,9 @@ class Tally:
 
 def node_settings() -> tuple[str, dict]:
     """This node's id and its ``settings_values`` (the pydantic-settings model, read here)."""
-    import ray
-
-    from ..config import load_settings, settings_values
-
     return ray.get_runtime_context().get_node_id(), settings_values(load_settings())
 
 
 def node_status(all_: bool = False) -> dict:
     """This node's local status document (``sitlpool status --json``) and its identity."""
-    from ..cli import status_doc
-
-    return {**node_identity(), **status_doc(all_)}
+    return {**node_identity(), **pool_status(all_=all_)}

@@ -5,12 +5,22 @@ or node makes every call say ``died`` with Ray's reason, at once and from then o
 from __future__ import annotations
 
 import threading
+import time
+from typing import TYPE_CHECKING, Any
 
-from ..errors import NotRunning, SitlpoolError, UnknownEndpoint
-from ..instances import SERIAL_NAMES
+import ray
+from ray.util import remove_placement_group
+
+from ..errors import NotRunning, SitlpoolError
+from ..instances import Ports
 from ..instances import ports as ports_of
-from ..process.base import Status
+from ..mavlink.link import VehicleState
+from ..process.base import HandleBase, SitlHandle, Status
+from ..sessions import ARM_WAIT_READY_S
 from .errors import FleetError, SitlDied
+
+if TYPE_CHECKING:
+    from .fleet import Fleet
 
 CALL_TIMEOUT_S = 75.0  # the longest actor call blocks 55 s (open, wait_until): past this, something hangs
 
@@ -18,8 +28,6 @@ CALL_TIMEOUT_S = 75.0  # the longest actor call blocks 55 s (open, wait_until): 
 def unwrap(e: BaseException) -> BaseException:
     """Ray wraps an actor's or task's exception in RayTaskError: give back our own error, or
     one line naming what the node raised (not Ray's traceback of it)."""
-    import ray
-
     cause = getattr(e, "cause", None)
     if isinstance(cause, SitlpoolError):
         return cause
@@ -34,11 +42,19 @@ def ray_reason(e: BaseException) -> str:
     return text[:600] + ("..." if len(text) > 600 else "")
 
 
-class RemoteSitl:
+class RemoteSitl(HandleBase):
     """A SITL on a node of the cluster. ``instance``, ``node_id``, ``host`` and ``label`` are
-    fixed at open; the flight calls go to the actor that owns the SITL."""
+    fixed at open; the flight calls go to the actor that owns the SITL. A process handle
+    (``process.base.SitlHandle``) like a local one: ``alive``, ``running`` and ``endpoint``
+    are ``HandleBase``'s."""
 
-    def __init__(self, actor, info: dict, fleet=None, slot=None):
+    name: str
+    instance: int
+    ports: Ports
+    pid: int | None
+    link: RemoteLink
+
+    def __init__(self, actor, info: dict, fleet: Fleet | None = None, slot=None):
         self._actor = actor
         self._fleet = fleet
         self._slot = slot  # the placement group that reserved its sitl slot (removed with it)
@@ -58,9 +74,7 @@ class RemoteSitl:
 
     # ---- plumbing --------------------------------------------------------------------
 
-    def _call(self, method: str, *args, timeout: float = CALL_TIMEOUT_S):
-        import ray
-
+    def _call(self, method: str, *args, timeout: float = CALL_TIMEOUT_S) -> Any:
         if self._died is not None:
             raise SitlDied(self._died_message())
         if self._closed:
@@ -86,27 +100,19 @@ class RemoteSitl:
         moved to another node)."""
         slot, self._slot = self._slot, None
         if slot is not None:
-            from ray.util import remove_placement_group
-
             try:
                 remove_placement_group(slot)
             except Exception:  # pragma: no cover - already removed, or the connection is gone
                 pass
 
-    def _lost_with_node(self) -> bool:
-        """True (and the handle says died) when Ray moved its slot off its node: the node died."""
-        if self._slot is None or self.dead:
-            return False
-        from ray.util import placement_group_table
-
-        try:
-            t = placement_group_table(self._slot)
-        except Exception:  # pragma: no cover - the connection is gone
-            return False
-        nodes = set((t.get("bundles_to_node_id") or {}).values())
-        if t.get("state") == "CREATED" and nodes == {self.node_id}:
-            return False
-        self._died = f"its node {self.node_id[:8]} ({self.host}) is gone (Ray placement group {t.get('state')})"
+    def lost(self, reason: str) -> bool:
+        """Ray reports this handle's node or actor dead (the fleet's watcher calls this): the
+        handle says died from now on and its sitl slot, which Ray would keep reserved (re-placed
+        on a surviving node when the node died), is given back. False if it had already ended."""
+        with self._lock:
+            if self.dead:
+                return False
+            self._died = reason
         self._release_slot()
         return True
 
@@ -126,10 +132,6 @@ class RemoteSitl:
         return self._died is not None or self._closed
 
     @property
-    def alive(self) -> bool:
-        return not self.dead
-
-    @property
     def state(self) -> str:
         if self._died is not None:
             return "died"
@@ -147,13 +149,12 @@ class RemoteSitl:
         except SitlDied:
             return Status.lost(f"died: {self._died}")
 
-    def endpoint(self, name: str) -> str:
+    def _endpoint(self, name: str) -> str:
         """``tcp:<node address>:<port>`` of serial0/1/2, for any GCS that reaches the node."""
-        if name not in SERIAL_NAMES:
-            raise UnknownEndpoint(f"unknown endpoint {name!r}: use one of {', '.join(SERIAL_NAMES)}")
-        if self.dead:
-            raise NotRunning(f"{self.label} is {self.state}; its endpoints exist only while it runs")
         return f"tcp:{self.host}:{self.ports.serial(name)}"
+
+    def _not_running(self) -> str:
+        return f"{self.label} is {self.state}; its endpoints exist only while it runs"
 
     def snapshot(self) -> dict:
         try:
@@ -183,8 +184,8 @@ class RemoteSitl:
     def _fly(self, action: str, **kw) -> dict:
         return self._call("fly", action, kw)
 
-    def arm(self) -> dict:
-        return self._fly("arm")
+    def arm(self, force: bool = False, wait_ready_s: float = ARM_WAIT_READY_S) -> dict:
+        return self._fly("arm", force=force, wait_ready_s=wait_ready_s)
 
     def disarm(self, force: bool = False) -> dict:
         return self._fly("disarm", force=force)
@@ -213,8 +214,6 @@ class RemoteSitl:
     def close(self) -> dict | None:
         """Stop the SITL and release its lease (through the actor), then end the actor, which
         frees its ``sitl`` slot. Safe to call twice and after a death."""
-        import ray
-
         with self._lock:
             if self._closed:
                 return None
@@ -246,6 +245,10 @@ class RemoteSitl:
         self.close()
 
     def join(self, timeout: float | None = None) -> bool:
+        """True once closed or died (a remote SITL ends only by ``close`` or a death)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.dead and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.05)
         return self.dead
 
     @property
@@ -284,8 +287,6 @@ class RemoteLink:
     @property
     def vehicle(self):
         """The vehicle's state as the actor's link last heard it (the last one seen, once dead)."""
-        from ..mavlink.link import VehicleState
-
         if self._sitl.alive:
             try:
                 self._last = self._sitl._call("vehicle")
@@ -296,8 +297,6 @@ class RemoteLink:
     def wait(self, pred, timeout: float, poll_s: float = 0.05) -> bool:
         """Until ``pred(vehicle)`` holds, evaluated here on the state fetched every ``poll_s``
         (predicates are often methods of local objects that cannot travel to the node)."""
-        import time
-
         deadline = time.monotonic() + timeout
         while True:
             if pred(self.vehicle):
@@ -359,3 +358,7 @@ class RemoteLink:
         if name.startswith("_"):
             raise AttributeError(name)
         return lambda *args, **kw: self._sitl._call("link_call", name, args, kw)
+
+
+if TYPE_CHECKING:
+    _contract: type[SitlHandle] = RemoteSitl  # mypy checks that RemoteSitl keeps the process-handle contract

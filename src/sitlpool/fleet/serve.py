@@ -6,28 +6,32 @@ that owns it; connection strings use the node's address. ``attach_sitl``, leases
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..errors import SessionError
-from ..sessions import Sessions
+from ..sessions import ARM_WAIT_READY_S, SessionLike, Sessions
+from .fleet import Fleet
+from .remote import RemoteSitl
 
 
 class RemoteSession:
-    """A session whose SITL runs on a node of the cluster (duck-types ``sessions.Session``)."""
+    """A session whose SITL runs on a node of the cluster (``sessions.SessionLike``, as a
+    local ``Session``): its calls go to the actor, which runs them on its own ``Session``."""
 
     kind = "managed"
 
-    def __init__(self, remote):
+    def __init__(self, remote: RemoteSitl):
         self.id = remote.session_id
         self.label = remote.label
         self.handle = remote
         self.created = time.time()
         self.last_used = time.monotonic()
-        self.last_goto = None
+        self.last_goto: tuple[float, float, float] | None = None
         self.closing = False
         self.closed = False
 
     @property
-    def link(self):
+    def link(self) -> Any:
         return self.handle.link
 
     @property
@@ -39,17 +43,44 @@ class RemoteSession:
     def info(self) -> dict:
         return {**self.handle.info, "state": self.state, "session_id": self.id, "label": self.label}
 
+    def snapshot(self) -> dict:
+        return self.handle.snapshot()
+
+    def wait_until(self, condition: str, value: Any = None, timeout_s: float = 30) -> dict:
+        return self.handle.wait_until(condition, value, timeout_s)
+
+    def arm(self, force: bool = False, wait_ready_s: float = ARM_WAIT_READY_S) -> dict:
+        return self.handle.arm(force, wait_ready_s)
+
+    def disarm(self, force: bool = False) -> dict:
+        return self.handle.disarm(force)
+
+    def set_mode(self, mode: str) -> dict:
+        return self.handle.set_mode(mode)
+
+    def takeoff(self, altitude_m: float) -> dict:
+        return self.handle.takeoff(altitude_m)
+
+    def goto(self, lat: float, lon: float, altitude_m: float) -> dict:
+        out = self.handle.goto(lat, lon, altitude_m)
+        self.last_goto = (float(lat), float(lon), float(altitude_m))
+        return out
+
+    def land(self) -> dict:
+        return self.handle.land()
+
+    def rtl(self) -> dict:
+        return self.handle.rtl()
+
 
 class RaySessions(Sessions):
     """``Sessions`` whose ``open`` places SITLs on the Ray cluster at ``address``."""
 
     def __init__(self, address: str | None, settings=None, server_id: str | None = None):
         super().__init__(settings, server_id)
-        from .fleet import Fleet
-
         self.fleet = Fleet(address)
 
-    def open(
+    def open(  # type: ignore[override]  # a RemoteSession, not a local Session: both are SessionLike
         self,
         model: str = "quad",
         instance: int | None = None,
@@ -59,7 +90,7 @@ class RaySessions(Sessions):
         params: dict | None = None,
         wipe: bool = True,
         wait_s: float = 0,
-    ):
+    ) -> RemoteSession:
         if instance is not None:
             raise SessionError(
                 "open_sitl on a Ray cluster places the SITL where there is room; leave instance out "
@@ -79,20 +110,6 @@ class RaySessions(Sessions):
             self.sessions[s.id] = s
         return s
 
-    def snapshot(self, session_id: str) -> dict:
-        s = self.get(session_id)
-        return s.handle.snapshot() if isinstance(s, RemoteSession) else super().snapshot(session_id)
-
-    def fly(self, session_id: str, action: str, **kw) -> dict:
-        s = self.get(session_id)
-        return s.handle._fly(action, **kw) if isinstance(s, RemoteSession) else super().fly(session_id, action, **kw)
-
-    def wait_until(self, session_id: str, condition: str, value=None, timeout_s: float = 30) -> dict:
-        s = self.get(session_id)
-        if isinstance(s, RemoteSession):
-            return s.handle.wait_until(condition, value, timeout_s)
-        return super().wait_until(session_id, condition, value, timeout_s)
-
     def close(self, session_id: str) -> dict:
         s = self.get(session_id)
         if not isinstance(s, RemoteSession):
@@ -105,7 +122,7 @@ class RaySessions(Sessions):
         )
         return out
 
-    def _close_remote(self, s: RemoteSession):
+    def _close_remote(self, s: RemoteSession) -> dict | None:
         s.closing = True
         try:
             return s.handle.close()
@@ -114,7 +131,7 @@ class RaySessions(Sessions):
             with self._lock:
                 self.sessions.pop(s.id, None)
 
-    def _close(self, s) -> None:  # close_all and close_idle go through here
+    def _close(self, s: SessionLike) -> None:  # close_all and close_idle go through here
         if isinstance(s, RemoteSession):
             self._close_remote(s)
         else:
@@ -128,3 +145,6 @@ class RaySessions(Sessions):
 def ray_sessions(address: str | None, settings=None) -> RaySessions:
     """What ``serve --ray ADDRESS`` uses in place of ``Sessions(settings)``."""
     return RaySessions(address, settings)
+
+
+__all__ = ["RaySessions", "RemoteSession", "ray_sessions"]

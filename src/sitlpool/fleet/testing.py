@@ -7,13 +7,16 @@ the plugin's ``Sitl`` helpers work unchanged) and ``close_all()`` closes them.""
 
 from __future__ import annotations
 
-_fleets: dict = {}  # one connection per address per process (each xdist worker has its own)
+from .fleet import Fleet
+from .remote import RemoteSitl
+
+_fleets: dict[str | None, Fleet] = {}  # one connection per address per process (each xdist worker has its own)
 
 
 class FleetManager:
-    def __init__(self, fleet):
+    def __init__(self, fleet: Fleet):
         self.fleet = fleet
-        self.processes: dict = {}
+        self.processes: dict[str, RemoteSitl] = {}
 
     def start(
         self,
@@ -27,7 +30,7 @@ class FleetManager:
         home: str | None = None,
         wipe: bool = True,
         **_ignored,
-    ):
+    ) -> RemoteSitl:
         """A ready SITL on whichever node has room, waiting up to ``wait`` s for a free slot."""
         s = self.fleet.open(
             model=model, speedup=speedup or 1, params=params, home=home, label=owner or name, wait_s=wait, wipe=wipe
@@ -40,13 +43,11 @@ class FleetManager:
             s.close()
         self.processes.clear()
 
-    def wait_termination(self, timeout=0):
+    def wait_termination(self, timeout: float | None = 0) -> dict:
         return {}
 
 
-def fleet_for(address: str | None):
-    from .fleet import Fleet
-
+def fleet_for(address: str | None) -> Fleet:
     f = _fleets.get(address)
     if f is None:
         f = _fleets[address] = Fleet(address)

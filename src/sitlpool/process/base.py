@@ -9,9 +9,13 @@ started the process; the manager reports each dead handle once.
 from __future__ import annotations
 
 import abc
+import os
+import signal as _sig
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import NotRunning, ProcessError, SitlpoolError, UnknownEndpoint
 from ..instances import SERIAL_NAMES, Ports
@@ -30,9 +34,6 @@ class Status:
 
     @classmethod
     def from_wait_status(cls, ws: int, requested: bool) -> Status:
-        import os
-        import signal as _sig
-
         if os.WIFSIGNALED(ws):
             sig = os.WTERMSIG(ws)
             name = _sig.Signals(sig).name if sig in _sig.Signals._value2member_map_ else str(sig)
@@ -61,8 +62,89 @@ class Status:
         }
 
 
-class SitlProcess(abc.ABC):
+@runtime_checkable
+class SitlHandle(Protocol):
+    """The process-handle contract: what a SITL handle offers whoever holds it (the pytest
+    plugin's ``Sitl``, a session, a fleet's map function), whether it was launched here
+    (``ManagedSitl``), attached to (``UnmanagedSitl``) or placed on a Ray node
+    (``fleet.RemoteSitl``). Checked by a test against all three."""
+
+    name: str
+    link: Any  # the VehicleLink (a RemoteLink for a RemoteSitl); None until running
+
+    @property
+    def instance(self) -> int | None: ...
+
+    @property
+    def ports(self) -> Ports | None: ...
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def dead(self) -> bool: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def status(self) -> Status | None: ...
+
+    def endpoint(self, name: str) -> str: ...
+
+    def kill(self, wait: bool = False) -> None: ...
+
+    def join(self, timeout: float | None = None) -> bool: ...
+
+
+class HandleBase(abc.ABC):
+    """What every handle derives from its own ``dead``/``ready``: ``alive``, ``running`` and
+    ``endpoint`` (the name checked, refused while not running). Shared by ``SitlProcess``
+    and the fleet's ``RemoteSitl``."""
+
+    name: str
+
+    @property
+    @abc.abstractmethod
+    def dead(self) -> bool: ...
+
+    @property
+    @abc.abstractmethod
+    def ready(self) -> bool: ...
+
+    @property
+    def alive(self) -> bool:
+        return not self.dead
+
+    @property
+    def running(self) -> bool:
+        return self.alive
+
+    def endpoint(self, name: str) -> str:
+        """The MAVLink endpoint ``serial0``/``serial1``/``serial2`` as ``tcp:HOST:PORT``."""
+        if name not in SERIAL_NAMES:
+            raise UnknownEndpoint(f"unknown endpoint {name!r}: use one of {', '.join(SERIAL_NAMES)}")
+        if self.dead or not self.ready:
+            raise NotRunning(self._not_running())
+        return self._endpoint(name)
+
+    def _not_running(self) -> str:
+        return f"{self.name} is not running; its endpoints exist only while it runs (wait_running first)"
+
+    @abc.abstractmethod
+    def _endpoint(self, name: str) -> str: ...
+
+
+class SitlProcess(HandleBase):
     """A SITL process: launched by us (``ManagedSitl``) or by someone else (``UnmanagedSitl``)."""
+
+    link: Any  # the VehicleLink once running (None before)
 
     def __init__(self, process_manager, name: str, host_id: str):
         self.process_manager = process_manager
@@ -71,7 +153,7 @@ class SitlProcess(abc.ABC):
         self._status: Status | None = None
         self._dead = threading.Event()
         self._quitting = threading.Event()
-        self.link = None  # the VehicleLink once running
+        self.link = None
 
     # ---- identity -------------------------------------------------------------------
 
@@ -123,14 +205,6 @@ class SitlProcess(abc.ABC):
     def dead(self) -> bool:
         return self._dead.is_set()
 
-    @property
-    def alive(self) -> bool:
-        return not self.dead
-
-    @property
-    def running(self) -> bool:
-        return self.alive
-
     @abc.abstractmethod
     def kill(self, wait: bool = False) -> None:
         """Stop: kill a managed SITL; stop watching an unmanaged one (never a signal)."""
@@ -147,17 +221,6 @@ class SitlProcess(abc.ABC):
     @abc.abstractmethod
     def verify_threads_state(self) -> None:
         """Re-raise an unexpected exception of the handle's threads, if any."""
-
-    def endpoint(self, name: str) -> str:
-        """The MAVLink endpoint ``serial0``/``serial1``/``serial2`` as ``tcp:HOST:PORT``."""
-        if name not in SERIAL_NAMES:
-            raise UnknownEndpoint(f"unknown endpoint {name!r}: use one of {', '.join(SERIAL_NAMES)}")
-        if self.dead or not self.ready:
-            raise NotRunning(f"{self.name} is not running; its endpoints exist only while it runs (wait_running first)")
-        return self._endpoint(name)
-
-    @abc.abstractmethod
-    def _endpoint(self, name: str) -> str: ...
 
     # ---- for implementations --------------------------------------------------------
 
@@ -181,7 +244,7 @@ class SitlProcess(abc.ABC):
 class ProcessManager:
     """What both managers share: named handles, ``stop``, ``wait_termination``, ``dead_deployment``."""
 
-    def __init__(self, on_dead=None):
+    def __init__(self, on_dead: Callable[[SitlProcess], None] | None = None) -> None:
         self.processes: dict[str, SitlProcess] = {}
         self._dead: list[SitlProcess] = []
         self._cond = threading.Condition()
@@ -201,6 +264,15 @@ class ProcessManager:
                 )
             self.processes[handle.name] = handle
         return handle
+
+    def forget(self, handle: SitlProcess) -> None:
+        """Drop a handle that never ran (an attach that did not resolve): it is neither
+        listed nor reported by ``wait_termination``."""
+        with self._cond:
+            if self.processes.get(handle.name) is handle:
+                del self.processes[handle.name]
+            if handle in self._dead:
+                self._dead.remove(handle)
 
     def stop(self, name: str, wait: bool = True) -> None:
         handle = self.processes.get(name)
@@ -232,7 +304,8 @@ class ProcessManager:
             for h in dead:
                 if self.processes.get(h.name) is h:
                     del self.processes[h.name]
-        return {h: h.status for h in dead}
+        # a dead handle always has its Status (set before it is marked dead)
+        return {h: h.status or Status.lost("ended without a recorded status") for h in dead}
 
     def close_all(self, wait: bool = True) -> None:
         """Stop every handle, those still starting included; later starts are refused."""
