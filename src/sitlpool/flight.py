@@ -1,6 +1,6 @@
-"""Flying a vehicle: the one implementation of the vehicle's rules, used by the MCP tools
-(``Sessions.fly``), ``sitlpool demo``, the pytest plugin (``arm_and_takeoff``) and the
-Python API (``Flight(handle.link)``).
+"""Flying a vehicle: the one implementation of the vehicle's rules, used by the MCP tools,
+``sitlpool demo``, the pytest plugin (``arm_and_takeoff``) and the Python API
+(``Flight(handle.link)``).
 
 What it knows, measured on ArduCopter/ArduPlane 4.7 SITL (see the shared README):
 - a mode set while the vehicle still boots (HEARTBEAT system_status BOOT, before
@@ -22,14 +22,14 @@ from __future__ import annotations
 import logging
 import math
 import time
-from pathlib import Path
 
 from .errors import MavlinkError, ReadOnlyLink, SitlpoolError
-from .process.managed import resolve_binary  # noqa: F401  (which binary flies a model: the launcher's concern)
+from .mavlink.link import EKF_NEEDED, A, CommandRefused, mode_mapping
+from .mavlink.wire import FLOAT32_MAX, MAX_ALTITUDE_M, deg_e7, show  # noqa: F401  (MAX_ALTITUDE_M: public here)
+from .process.binaries import resolve_binary  # noqa: F401  (public here: which binary flies a model)
 
 log = logging.getLogger("sitlpool.flight")
 
-MAX_ALTITUDE_M = 10000.0  # above home: beyond this an altitude is a typo (or an attack), not a plan
 MAX_TAKEOFF_M = 1000.0
 BOOT_WAIT_S = 15.0
 TAKEOFF_READY_WAIT_S = 25.0
@@ -37,14 +37,17 @@ PREARM_TEXT_AGE_S = 60.0  # PreArm texts repeat every 30 s of sim time while a c
 
 
 def check_finite(value, what: str, lo: float | None = None, hi: float | None = None, unit: str = "") -> float:
-    """``value`` as a finite float in [lo, hi], or a SitlpoolError saying what is wrong."""
+    """``value`` as a finite float in [lo, hi], or a SitlpoolError saying what is wrong. Never
+    beyond what MAVLink's 32-bit floats carry, bounds or not (``1e39`` fails when it is sent)."""
     try:
         x = float(value)
+    except OverflowError:  # an integer beyond any float
+        raise SitlpoolError(f"{what} {show(value)} is out of range: far beyond any value a vehicle takes") from None
     except (TypeError, ValueError):
-        raise SitlpoolError(f"{what} {value!r} is not a number") from None
+        raise SitlpoolError(f"{what} {show(value)} is not a number") from None
     if not math.isfinite(x):
         raise SitlpoolError(
-            f"{what} {value!r} is not a finite number; give a real value{' in ' + unit if unit else ''}"
+            f"{what} {show(value)} is not a finite number; give a real value{' in ' + unit if unit else ''}"
         )
     if (lo is not None and x < lo) or (hi is not None and x > hi):
         rng = (
@@ -54,6 +57,10 @@ def check_finite(value, what: str, lo: float | None = None, hi: float | None = N
         )
         raise SitlpoolError(
             f"{what} {x:g}{' ' + unit if unit else ''} is out of range; use {rng}{' ' + unit if unit else ''}"
+        )
+    if abs(x) > FLOAT32_MAX:
+        raise SitlpoolError(
+            f"{what} {x:g} is out of range: MAVLink carries numbers as 32-bit floats, at most ±{FLOAT32_MAX:.3g}"
         )
     return x
 
@@ -74,8 +81,6 @@ def check_home(home: str | None) -> str | None:
 
 
 def vehicle_kind(vehicle_type: int | None) -> str:
-    from .mavlink.link import A
-
     if vehicle_type == A.MAV_TYPE_FIXED_WING or vehicle_type in range(
         A.MAV_TYPE_VTOL_DUOROTOR, A.MAV_TYPE_VTOL_RESERVED5 + 1
     ):
@@ -88,8 +93,6 @@ def vehicle_kind(vehicle_type: int | None) -> str:
 
 
 def ekf_problem(flags: int) -> str:
-    from .mavlink.link import EKF_NEEDED, A
-
     if flags & A.EKF_UNINITIALIZED:
         return "EKF not initialised yet"
     if flags & A.EKF_GPS_GLITCHING:
@@ -184,8 +187,6 @@ class Flight:
         return f"none that sitlpool can see ({state}); snapshot's recent_texts may say more"
 
     def _refused(self, e):
-        from .mavlink.link import CommandRefused
-
         if isinstance(e, CommandRefused) and not e.texts:
             return CommandRefused(
                 f"{e.what} refused by the vehicle ({e.result_name}), which said nothing; likely cause: "
@@ -197,8 +198,6 @@ class Flight:
         return e
 
     def _do(self, fn, *a):
-        from .mavlink.link import CommandRefused
-
         try:
             return fn(*a)
         except CommandRefused as e:
@@ -216,8 +215,6 @@ class Flight:
     # ---- actions ---------------------------------------------------------------------
 
     def mode_key(self, mode: str) -> str:
-        from .mavlink.link import mode_mapping
-
         mapping = mode_mapping(self.v.vehicle_type)
         key = str(mode).upper().strip()
         if key not in mapping:
@@ -332,8 +329,6 @@ class Flight:
         alt = check_finite(altitude_m, "goto altitude", 0, MAX_ALTITUDE_M, "m above home")
         self.link.require_writable("goto")
         if self.kind == "plane":
-            from .mavlink.link import A
-
             # Plane flies to (and circles) a point given by DO_REPOSITION, switching to GUIDED itself
             self._do(
                 self.link.command_int,
@@ -343,8 +338,8 @@ class Flight:
                 A.MAV_DO_REPOSITION_FLAGS_CHANGE_MODE,
                 0,
                 0,
-                int(lat * 1e7),
-                int(lon * 1e7),
+                deg_e7(lat),
+                deg_e7(lon),
                 alt,
                 "goto",
             )
@@ -383,61 +378,3 @@ class Flight:
     def reached(altitude_m: float) -> float:
         """The altitude at which a climb to ``altitude_m`` counts as done."""
         return altitude_m - max(0.5, 0.05 * altitude_m)
-
-
-def demo(
-    binary: str | None = None, speedup: float = 2.0, hold_s: float = 5.0, say=print, altitude_m: float = 10.0
-) -> None:
-    """``sitlpool demo``: lease, launch, fly a short hop, clean up (also on Ctrl-C)."""
-    from .config import format_pool, load_settings
-    from .process import ManagedManager
-
-    overrides = {"sitl_binary": binary} if binary else {}
-    settings = load_settings(**overrides)
-    model = "plane" if settings.sitl_binary is not None and Path(settings.sitl_binary).name == "arduplane" else "quad"
-    m = ManagedManager(settings)
-    h = None
-    try:
-        say(
-            f"leasing an instance from pool {format_pool(settings.pool)} and launching "
-            f"{settings.sitl_binary or 'the built-in vehicle'} (speedup {speedup:g})"
-        )
-        h = m.start("demo", model=model, speedup=speedup, owner="sitlpool demo (pid %d)" % __import__("os").getpid())
-        link = h.link
-        f = Flight(link, say=say)
-        say(f"instance {h.instance}: SITL pid {h.pid} ready, MAVLink on tcp:127.0.0.1:{h.ports.serial0}")
-        say("waiting until it is ready to arm (GPS, EKF, pre-arm checks)...")
-        f.arm_and_takeoff(altitude_m, timeout=90, on_refused=lambda e: say(f"not armable yet ({e}); retrying"))
-        say(f"armed; taking off to {altitude_m:g} m")
-        target, last = Flight.reached(altitude_m), -1.0
-        deadline = time.monotonic() + 120
-        while not link.wait(lambda v: (v.rel_alt or 0) >= target, 1.0):
-            alt = link.vehicle.rel_alt or 0
-            if alt - last >= 1:
-                say(f"climbing: {alt:.1f} m")
-                last = alt
-            if h.dead:
-                raise SitlpoolError(f"the SITL died in flight: {h.status.reason}")
-            if time.monotonic() > deadline:
-                raise SitlpoolError(f"the vehicle never climbed to {altitude_m:g} m (at {alt:.1f} m after 120 s)")
-        say(f"at {link.vehicle.rel_alt:.1f} m; holding for {hold_s:g} s")
-        if f.kind == "plane":
-            f.set_mode("LOITER")
-        time.sleep(hold_s / max(1.0, speedup))
-        if f.kind == "plane":
-            say("a plane does not land on command: done circling")
-            return
-        say("landing")
-        f.land()
-        if not link.wait(lambda v: not v.armed, 120):
-            raise SitlpoolError("the vehicle did not land and disarm within 120 s")
-        say(f"landed and disarmed at {link.vehicle.rel_alt:.1f} m")
-    except KeyboardInterrupt:
-        say("interrupted: cleaning up")
-        raise
-    finally:
-        if h is not None and not h.dead:
-            h.kill(wait=True)
-        m.close_all()
-        if h is not None:
-            say(f"SITL stopped, instance {h.instance} released")

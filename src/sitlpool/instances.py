@@ -109,7 +109,12 @@ _DECIMAL = re.compile(r"-?[0-9]+")
 def finite_number(value) -> bool:
     """A JSON/Python number that is finite (not a bool, a string, NaN or infinity): what a tool
     may send to a vehicle."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float (10**400)
+        return False
 
 
 def strict_int(text: str, signed: bool = True) -> int | None:

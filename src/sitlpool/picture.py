@@ -1,8 +1,9 @@
 """A picture of a flight (PNG): the ground track in metres north/east of home with the
 mission's waypoints, and altitude over time with mode changes and arm/disarm marked.
 
-Drawn with Pillow (imported on first use): matplotlib takes ~0.3 s per figure and over a
-second to import, Pillow draws a 10-minute flight in a few milliseconds. Input is what a
+Drawn with Pillow, imported on first use (~15 ms that the MCP server, which imports this
+module, does not spend at start): matplotlib takes ~0.3 s per figure and over a second to
+import, Pillow draws a 10-minute flight in a few milliseconds. Input is what a
 ``FlightRecorder`` kept, so the MCP tool and the pytest plugin draw the same picture.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
+
+from .mavlink.recorder import recorder_for
 
 EARTH_R = 6378137.0
 W, H = 1100, 520
@@ -37,7 +40,7 @@ _fonts: dict = {}
 def _font(size: int):
     f = _fonts.get(size)
     if f is None:
-        from PIL import ImageFont
+        from PIL import ImageFont  # Pillow on first use (see the module's docstring)
 
         try:
             f = ImageFont.load_default(size=size)
@@ -89,11 +92,11 @@ class _Panel:
     def axes(self, xlabel: str, ylabel: str, title: str) -> None:
         x0, y0, x1, y1 = self.box
         f = _font(12)
-        for t in nice_ticks(*self.xlim, 7):
+        for t in nice_ticks(self.xlim[0], self.xlim[1], 7):
             x, _ = self.px(t, 0)
             self.d.line([(x, y0), (x, y1)], fill=GRID)
             self.d.text((x, y1 + 4), _fmt(t), fill=INK, font=f, anchor="mt")
-        for t in nice_ticks(*self.ylim, 6):
+        for t in nice_ticks(self.ylim[0], self.ylim[1], 6):
             _, y = self.px(0, t)
             self.d.line([(x0, y), (x1, y)], fill=GRID)
             self.d.text((x0 - 5, y), _fmt(t), fill=INK, font=f, anchor="rm")
@@ -117,7 +120,7 @@ def render(
 ) -> bytes:
     """PNG bytes. ``points``: (t, lat, lon, rel_alt m, ...); ``events``: (t, kind, text) with
     kind mode/armed/disarmed; ``waypoints``: (item number, lat, lon); ``home``: (lat, lon, ...)."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw  # Pillow on first use (see the module's docstring)
 
     img = Image.new("RGB", (W, H), "white")
     d = ImageDraw.Draw(img)
@@ -236,7 +239,7 @@ def _palette():
     """A fixed palette: every colour drawn, exactly, and greys for the edges of the text."""
     pal = _fonts.get("palette")
     if pal is None:
-        from PIL import Image
+        from PIL import Image  # Pillow on first use (see the module's docstring)
 
         cols = [INK, GRID, TRACK, WAYPOINT, HOME, START, END, MODE_LINE, (255, 255, 255), *MODE_COLOURS]
         cols += [(g, g, g) for g in range(0, 256, 12)]
@@ -249,7 +252,7 @@ def _palette():
 
 def _png(img) -> bytes:
     """A palette PNG: one byte a pixel encodes in a third of the time of RGB (and is smaller)."""
-    from PIL import Image
+    from PIL import Image  # Pillow on first use (see the module's docstring)
 
     buf = io.BytesIO()
     img.quantize(palette=_palette(), dither=Image.Dither.NONE).save(buf, format="PNG", compress_level=1)
@@ -275,8 +278,6 @@ def save(rec, path: Path, last_s: float | None = None, title: str = "") -> Path:
 
 def save_link(link, path: Path, last_s: float | None = None, title: str = "") -> Path:
     """``save`` for a link (its recorder: attached now if it was not yet); creates the directory."""
-    from .mavlink.recorder import recorder_for
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     return save(recorder_for(link), path, last_s, title)

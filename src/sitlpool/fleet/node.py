@@ -27,6 +27,7 @@ import ray
 
 from ..config import ValidatedSettings, load_settings, settings_values
 from ..errors import LeaseError, OwnerError, SitlpoolError
+from ..flight import Flight
 from ..process import ManagedManager
 from ..process.managed import stderr_tail
 from ..sessions import FLIGHT_ACTIONS, Session, Sessions
@@ -223,6 +224,8 @@ class SitlActor:
 
     def link_call(self, name: str, args: tuple, kw: dict):
         link = self._link()
+        if name == "arm_when_ready":  # the retry loop is a flight rule, not the link's
+            return Flight(link).arm_when_ready(*args, **kw)
         fn = getattr(link, name, None) if not name.startswith("_") else None
         if not callable(fn):
             raise SitlpoolError(f"{name} is not a method of the vehicle link; a remote SITL forwards the public ones")

@@ -1,6 +1,7 @@
 """MAVLink: one link per vehicle on its own thread (pymavlink).
 
-``VehicleLink`` and ``VehicleState`` load pymavlink on first use (it costs ~60 ms)."""
+``VehicleLink`` and ``VehicleState`` load pymavlink on first use (~35 ms): the process layer,
+which ``sitlpool status``, ``reap`` and ``kill`` import, imports this package for endpoints."""
 
 from .endpoints import parse_endpoint
 
@@ -9,7 +10,7 @@ __all__ = ["VehicleLink", "VehicleState", "parse_endpoint"]
 
 def __getattr__(name: str):
     if name in ("VehicleLink", "VehicleState"):
-        from . import link
+        from . import link  # pymavlink on first use (see above)
 
         return getattr(link, name)
     raise AttributeError(name)

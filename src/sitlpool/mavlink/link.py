@@ -14,135 +14,25 @@ import math
 import os
 import select
 import socket
+import struct
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 
 os.environ.setdefault("MAVLINK20", "1")
 from pymavlink.dialects.v20 import ardupilotmega as mavlink  # noqa: E402
 
-from ..errors import MavlinkError, ReadOnlyLink  # noqa: E402
+from ..errors import ConfigError, MavlinkError, ReadOnlyLink  # noqa: E402
+from .commands import RESULTS, CommandRefused, cmd_name  # noqa: E402,F401  (re-exported)
 from .endpoints import parse_endpoint  # noqa: E402
 from .modes import mode_mapping, mode_name  # noqa: E402,F401  (not mavutil: it loads numpy and two dialects)
+from .state import BOOTING, EKF_BAD, EKF_NEEDED, VehicleState  # noqa: E402,F401  (re-exported)
+from .wire import LOCATION_ALT_LIMIT_M, deg_e7, float32, integer, lat_lon  # noqa: E402
 
 log = logging.getLogger("sitlpool.mavlink")
 A = mavlink
-RESULTS = {
-    A.MAV_RESULT_ACCEPTED: "accepted",
-    A.MAV_RESULT_TEMPORARILY_REJECTED: "temporarily rejected",
-    A.MAV_RESULT_DENIED: "denied",
-    A.MAV_RESULT_UNSUPPORTED: "unsupported",
-    A.MAV_RESULT_FAILED: "failed",
-    A.MAV_RESULT_IN_PROGRESS: "in progress",
-}
 FORCE_MAGIC = 21196
 SETTLE_S = 0.1  # a command's STATUSTEXTs arrive within this of its COMMAND_ACK
-# EKF_STATUS_REPORT: what ArduPilot's autotest (wait_ready_to_arm) requires before flying on GPS
-EKF_NEEDED = (
-    A.EKF_ATTITUDE
-    | A.EKF_VELOCITY_HORIZ
-    | A.EKF_VELOCITY_VERT
-    | A.EKF_POS_HORIZ_REL
-    | A.EKF_POS_HORIZ_ABS
-    | A.EKF_POS_VERT_ABS
-    | A.EKF_PRED_POS_HORIZ_REL
-    | A.EKF_PRED_POS_HORIZ_ABS
-)
-EKF_BAD = A.EKF_CONST_POS_MODE | A.EKF_UNINITIALIZED | A.EKF_GPS_GLITCHING
-BOOTING = (A.MAV_STATE_UNINIT, A.MAV_STATE_BOOT)
-
-
-class CommandRefused(MavlinkError):
-    """The vehicle answered a command with something other than ACCEPTED. ``texts`` holds
-    only what it said after the command was sent (its reasons, if it gave any)."""
-
-    def __init__(self, message: str, what: str = "", result: int | None = None, texts: list[str] | None = None):
-        super().__init__(message)
-        self.what, self.result, self.texts = what, result, list(texts or [])
-
-    @property
-    def result_name(self) -> str:
-        return RESULTS.get(self.result, str(self.result))
-
-
-@dataclass
-class VehicleState:
-    """The latest of what the vehicle said. Times are ``time.monotonic()``."""
-
-    sysid: int | None = None
-    vehicle_type: int | None = None
-    custom_mode: int | None = None
-    mode: str | None = None
-    armed: bool = False
-    system_status: int | None = None
-    lat: float | None = None
-    lon: float | None = None
-    alt_amsl: float | None = None
-    rel_alt: float | None = None
-    vn: float = 0.0
-    ve: float = 0.0
-    vd: float = 0.0
-    groundspeed: float = 0.0
-    climb: float = 0.0
-    heading: float | None = None
-    battery_remaining: int | None = None
-    voltage: float | None = None
-    gps_fix: int | None = None
-    gps_sats: int | None = None
-    home: tuple[float, float, float] | None = None
-    is_simulator: bool = False
-    prearm_ok: bool | None = None  # SYS_STATUS pre-arm bit; None: the vehicle does not report it
-    ekf_flags: int | None = None  # EKF_STATUS_REPORT flags; None: never reported
-    ekf_ok_since: float | None = None  # when the EKF last became good enough to fly on GPS
-    mode_since: float | None = None  # when the current mode was entered (as seen in HEARTBEATs)
-    last_heartbeat: float | None = None
-    first_heartbeat: float | None = None
-    texts: deque = field(default_factory=lambda: deque(maxlen=50))  # (unix time, severity, text)
-
-    @property
-    def booting(self) -> bool:
-        """Still starting: a mode set now is lost when it finishes (ArduPilot sets its initial mode)."""
-        # Copter says BOOT; Plane says CALIBRATING in its INITIALISING mode
-        return self.last_heartbeat is None or self.system_status in BOOTING or self.mode == "INITIALISING"
-
-    @property
-    def ekf_ok(self) -> bool | None:
-        if self.ekf_flags is None:
-            return None
-        return self.ekf_flags & EKF_NEEDED == EKF_NEEDED and not self.ekf_flags & EKF_BAD
-
-    def heartbeat_age(self) -> float | None:
-        return None if self.last_heartbeat is None else time.monotonic() - self.last_heartbeat
-
-    def as_dict(self) -> dict:
-        return {
-            "mode": self.mode,
-            "armed": self.armed,
-            "system_status": mavlink.enums["MAV_STATE"][self.system_status].name.replace("MAV_STATE_", "")
-            if self.system_status is not None and self.system_status in mavlink.enums["MAV_STATE"]
-            else None,
-            "lat": self.lat,
-            "lon": self.lon,
-            "alt_amsl_m": self.alt_amsl,
-            "relative_alt_m": self.rel_alt,
-            "groundspeed_m_s": round(self.groundspeed, 2),
-            "climb_m_s": round(self.climb, 2),
-            "velocity_ned_m_s": [round(self.vn, 2), round(self.ve, 2), round(self.vd, 2)],
-            "heading_deg": self.heading,
-            "battery_remaining_pct": self.battery_remaining,
-            "battery_voltage_v": self.voltage,
-            "gps_fix_type": self.gps_fix,
-            "gps_satellites": self.gps_sats,
-            "home": None
-            if self.home is None
-            else {"lat": self.home[0], "lon": self.home[1], "alt_amsl_m": self.home[2]},
-            "heartbeat_age_s": None if self.last_heartbeat is None else round(self.heartbeat_age(), 3),
-            "is_simulator": self.is_simulator,
-            "prearm_check_ok": self.prearm_ok,
-            "ekf_flags": self.ekf_flags,
-            "recent_texts": [t for _, _, t in list(self.texts)[-10:]],
-        }
 
 
 class VehicleLink:
@@ -223,12 +113,14 @@ class VehicleLink:
                 if self.proto == "tcp":
                     s = socket.create_connection((self.host, self.port), timeout=2)
                 elif self.proto == "udp":  # listen: the vehicle sends here; we answer its address
-                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    family, addr = _udp_address(self.host, self.port)
+                    s = socket.socket(family, socket.SOCK_DGRAM)
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    s.bind((self.host, self.port))
+                    s.bind(addr)
                 else:  # udpout: we send first, so a listening vehicle learns our address
-                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                    s.connect((self.host, self.port))
+                    family, addr = _udp_address(self.host, self.port)
+                    s = socket.socket(family, socket.SOCK_DGRAM)
+                    s.connect(addr)
                 s.setblocking(False)
                 if self.proto == "tcp":
                     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -293,7 +185,13 @@ class VehicleLink:
         s = self._sock
         if s is None:
             raise MavlinkError(f"{self.name}: not connected to the vehicle yet")
-        data = msg.pack(self._mav)
+        try:
+            data = msg.pack(self._mav)
+        except (struct.error, OverflowError, TypeError, ValueError) as e:
+            # a value its MAVLink field cannot carry: refused here, before a byte is sent
+            raise MavlinkError(
+                f"{self.name}: {msg.get_type()} cannot be sent: a value does not fit its MAVLink field ({e})"
+            ) from None
         with self._send_lock:
             try:
                 if self.proto == "tcp":
@@ -328,57 +226,13 @@ class VehicleLink:
 
     def _handle(self, m) -> None:
         t = m.get_type()
-        v = self.vehicle
         with self._cond:
-            if t == "HEARTBEAT":
-                if m.type == A.MAV_TYPE_GCS or m.autopilot == A.MAV_AUTOPILOT_INVALID:
-                    return
-                first = v.last_heartbeat is None
-                v.sysid = m.get_srcSystem()
-                v.vehicle_type = m.type
-                v.custom_mode = m.custom_mode
-                mode = mode_name(m.type, m.custom_mode)
-                if mode != v.mode:
-                    v.mode_since = time.monotonic()
-                v.mode = mode
-                v.armed = bool(m.base_mode & A.MAV_MODE_FLAG_SAFETY_ARMED)
-                v.system_status = m.system_status
-                v.last_heartbeat = time.monotonic()
-                if first:
-                    v.first_heartbeat = v.last_heartbeat
+            first = self.vehicle.last_heartbeat is None
+            if self.vehicle.update(m):  # the vehicle's HEARTBEAT (not another GCS's)
                 if self.state != "connected":
                     self.state = "connected"
                     if first and self.stream_hz > 0:
                         threading.Thread(target=self._request_streams, daemon=True).start()
-            elif t == "GLOBAL_POSITION_INT":
-                v.lat, v.lon = m.lat / 1e7, m.lon / 1e7
-                v.alt_amsl, v.rel_alt = m.alt / 1000, m.relative_alt / 1000
-                v.vn, v.ve, v.vd = m.vx / 100, m.vy / 100, m.vz / 100
-                if m.hdg != 65535:
-                    v.heading = m.hdg / 100
-            elif t == "VFR_HUD":
-                v.groundspeed, v.climb = m.groundspeed, m.climb
-            elif t == "SYS_STATUS":
-                v.voltage = m.voltage_battery / 1000 if m.voltage_battery != 65535 else None
-                v.battery_remaining = m.battery_remaining if m.battery_remaining >= 0 else None
-                if m.onboard_control_sensors_present & A.MAV_SYS_STATUS_PREARM_CHECK:
-                    v.prearm_ok = bool(m.onboard_control_sensors_health & A.MAV_SYS_STATUS_PREARM_CHECK)
-            elif t == "EKF_STATUS_REPORT":
-                was = v.ekf_ok
-                v.ekf_flags = m.flags
-                if v.ekf_ok and not was:
-                    v.ekf_ok_since = time.monotonic()
-            elif t == "BATTERY_STATUS":
-                if m.battery_remaining >= 0:
-                    v.battery_remaining = m.battery_remaining
-            elif t == "GPS_RAW_INT":
-                v.gps_fix, v.gps_sats = m.fix_type, m.satellites_visible
-            elif t == "HOME_POSITION":
-                v.home = (m.latitude / 1e7, m.longitude / 1e7, m.altitude / 1000)
-            elif t == "SIMSTATE":
-                v.is_simulator = True
-            elif t == "STATUSTEXT":
-                v.texts.append((time.time(), m.severity, m.text))
             elif t == "PARAM_VALUE":
                 self._params[m.param_id] = m.param_value
             elif t == "COMMAND_ACK":
@@ -444,8 +298,10 @@ class VehicleLink:
     def command(self, cmd: int, *params: float, timeout: float = 5.0, what: str = "") -> None:
         """COMMAND_LONG and wait for its ACK; raise CommandRefused (a MavlinkError) with the
         vehicle's reasons, said after the command was sent, if refused."""
-        what = what or _cmd_name(cmd)
-        p = [float(x) for x in params] + [0.0] * (7 - len(params))
+        what = what or cmd_name(cmd)
+        if len(params) > 7:
+            raise MavlinkError(f"{what}: COMMAND_LONG carries 7 parameters, not {len(params)}")
+        p = [float32(x, f"{what}: parameter {i}") for i, x in enumerate(params, 1)] + [0.0] * (7 - len(params))
         self._command(
             cmd, what, timeout, lambda: A.MAVLink_command_long_message(self.vehicle.sysid or 1, 1, cmd, 0, *p)
         )
@@ -465,7 +321,12 @@ class VehicleLink:
         timeout: float = 5.0,
     ) -> None:
         """COMMAND_INT (positions as degE7 integers, as DO_REPOSITION needs), acknowledged as ``command``."""
-        what = what or _cmd_name(cmd)
+        what = what or cmd_name(cmd)
+        p1, p2, p3, p4, z = (
+            float32(v, f"{what}: {n}")
+            for n, v in zip(("param1", "param2", "param3", "param4", "z"), (p1, p2, p3, p4, z))
+        )
+        x, y = (integer(v, f"{what}: {n}", "int32") for n, v in (("x", x), ("y", y)))
         self._command(
             cmd,
             what,
@@ -527,12 +388,6 @@ class VehicleLink:
     def arm(self, force: bool = False) -> None:
         self.command(A.MAV_CMD_COMPONENT_ARM_DISARM, 1, FORCE_MAGIC if force else 0, what="arm")
 
-    def arm_when_ready(self, timeout: float = 60, retry_every: float = 0.5, on_refused=None) -> None:
-        """Kept for callers of the link alone: the retry loop lives in ``sitlpool.flight.Flight``."""
-        from ..flight import Flight
-
-        Flight(self).arm_when_ready(timeout, retry_every, on_refused)
-
     def disarm(self, force: bool = False) -> None:
         self.command(A.MAV_CMD_COMPONENT_ARM_DISARM, 0, FORCE_MAGIC if force else 0, what="disarm")
 
@@ -545,9 +400,12 @@ class VehicleLink:
         self.wait(lambda v: v.mode == key, 3.0)  # the HEARTBEAT that shows it
 
     def takeoff(self, altitude_m: float) -> None:
+        altitude_m = float32(altitude_m, "takeoff altitude", 0, LOCATION_ALT_LIMIT_M, "m")
         self.command(A.MAV_CMD_NAV_TAKEOFF, 0, 0, 0, 0, 0, 0, altitude_m, what=f"takeoff to {altitude_m:g} m")
 
     def goto(self, lat: float, lon: float, altitude_m: float) -> None:
+        lat, lon = lat_lon(lat, lon, "goto")
+        altitude_m = float32(altitude_m, "goto altitude", -LOCATION_ALT_LIMIT_M, LOCATION_ALT_LIMIT_M, "m")
         self._writable("goto")
         self._send(
             A.MAVLink_set_position_target_global_int_message(
@@ -556,9 +414,9 @@ class VehicleLink:
                 1,
                 A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT,
                 0b110111111000,
-                int(lat * 1e7),
-                int(lon * 1e7),
-                float(altitude_m),
+                deg_e7(lat),
+                deg_e7(lon),
+                altitude_m,
                 0,
                 0,
                 0,
@@ -593,10 +451,14 @@ class VehicleLink:
         key = name.upper()
         try:
             value = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise MavlinkError(f"parameter {key}: {value!r} is not a number") from None
         if not math.isfinite(value):
             raise MavlinkError(f"parameter {key}: {value} is not a finite number; give a real value")
+        try:
+            value = float32(value, f"parameter {key}")
+        except ConfigError as e:
+            raise MavlinkError(str(e)) from None
         self._writable(f"set parameter {key}")
         self.get_param(key, timeout)  # refuse unknown names clearly: ArduPilot ignores them silently
         with self._cond:
@@ -615,6 +477,7 @@ class VehicleLink:
         self.command(A.MAV_CMD_PREFLIGHT_REBOOT_SHUTDOWN, 1, what="reboot")
 
 
-def _cmd_name(cmd: int) -> str:
-    e = mavlink.enums["MAV_CMD"].get(cmd)
-    return e.name.replace("MAV_CMD_", "").lower() if e else f"command {cmd}"
+def _udp_address(host: str, port: int):
+    """The family and address of a UDP endpoint (IPv4 or IPv6)."""
+    family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+    return family, addr

@@ -1,6 +1,7 @@
-"""Missions over the session's one link: plain records checked before anything is sent,
-the MAVLink mission protocol (upload, download, clear), start (AUTO; on Copter arm +
-MISSION_START, as ArduPilot's autotest does), and progress read from the flight recorder.
+"""Missions over the session's one link: the MAVLink mission protocol (upload, download,
+clear), each exchange bounded in time and messages, an upload all or nothing; start (AUTO;
+on Copter arm + MISSION_START, as ArduPilot's autotest does); progress read from the flight
+recorder. The plain records and their checks are ``mission_items``'s.
 
 Item numbers are ArduPilot's sequence numbers: item 0 is home (the vehicle keeps it), the
 first record uploaded is item 1. Altitudes are metres above home unless ``"frame": "amsl"``.
@@ -8,179 +9,38 @@ first record uploaded is item 1. Altitudes are metres above home unless ``"frame
 
 from __future__ import annotations
 
+import time
+
 from ..errors import ConfigError, MavlinkError
-from ..instances import finite_number
 from .exchange import Inbox, to_us
 from .link import A
+from .mission_items import (  # noqa: F401  (re-exported: the records are part of this module's API)
+    AMSL_FRAMES,
+    COMMANDS,
+    FRAMES,
+    MAX_ITEMS,
+    NAMES,
+    RELATIVE_FRAMES,
+    check_items,
+    home_message,
+    item_message,
+    record_of,
+    resend_message,
+)
 from .recorder import recorder_for
+from .wire import show
 
 STEP_TIMEOUT_S = 5.0  # per protocol step; ArduPilot answers in milliseconds
-MAX_ITEMS = 700  # what ArduPilot stores on most boards
+# every exchange is bounded in total time and in messages, whatever the vehicle does: the
+# previous mission read + the upload + putting the previous one back stay below the 60 s
+# that no tool may block for
+DOWNLOAD_TIMEOUT_S = 15.0
+UPLOAD_TIMEOUT_S = 25.0
+RESTORE_TIMEOUT_S = 15.0
+MAX_DOWNLOAD_ITEMS = 10_000  # ArduPilot on an SD card stores a few thousand; 65,535 announced is not a mission
 
-# command -> (MAV_CMD, required fields, optional fields)
-COMMANDS = {
-    "takeoff": (A.MAV_CMD_NAV_TAKEOFF, ("alt_m",), ("lat", "lon")),
-    "waypoint": (A.MAV_CMD_NAV_WAYPOINT, ("lat", "lon", "alt_m"), ("seconds",)),
-    "loiter_time": (A.MAV_CMD_NAV_LOITER_TIME, ("seconds",), ("lat", "lon", "alt_m")),
-    "land": (A.MAV_CMD_NAV_LAND, (), ("lat", "lon")),
-    "rtl": (A.MAV_CMD_NAV_RETURN_TO_LAUNCH, (), ()),
-    "change_speed": (A.MAV_CMD_DO_CHANGE_SPEED, ("speed_m_s",), ()),
-}
-NAMES = {cmd: name for name, (cmd, _, _) in COMMANDS.items()}
-FRAMES = {"relative": A.MAV_FRAME_GLOBAL_RELATIVE_ALT, "amsl": A.MAV_FRAME_GLOBAL}
-RELATIVE_FRAMES = {A.MAV_FRAME_GLOBAL_RELATIVE_ALT, A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT}
-AMSL_FRAMES = {A.MAV_FRAME_GLOBAL, A.MAV_FRAME_GLOBAL_INT}
 MISSION_RESULTS = {e: v.name.replace("MAV_MISSION_", "").lower() for e, v in A.enums["MAV_MISSION_RESULT"].items()}
 LANDING = ("land", "rtl")
-
-
-# ---- plain records ------------------------------------------------------------------------
-
-
-def check_items(items) -> list[dict]:
-    """Normalised copies of ``items``; the first bad one is refused naming its number and field."""
-    if not isinstance(items, list) or not items:
-        raise ConfigError(
-            "a mission is a non-empty list of items such as "
-            '{"command": "takeoff", "alt_m": 10}; clear_mission removes one'
-        )
-    if len(items) > MAX_ITEMS:
-        raise ConfigError(f"a mission of {len(items)} items is too long; ArduPilot stores at most {MAX_ITEMS}")
-    return [_check_item(i, it) for i, it in enumerate(items, start=1)]
-
-
-def _check_item(n: int, it) -> dict:
-    if not isinstance(it, dict):
-        raise ConfigError(
-            f"item {n}: {it!r} is not a record; write e.g. "
-            '{"command": "waypoint", "lat": ..., "lon": ..., "alt_m": 20}'
-        )
-    cmd = it.get("command")
-    if cmd not in COMMANDS:
-        raise ConfigError(f"item {n}: command {cmd!r} is not one of {', '.join(COMMANDS)}")
-    _, required, optional = COMMANDS[cmd]
-    allowed = {"command", "frame", *required, *optional}
-    extra = sorted(set(it) - allowed)
-    if extra:
-        raise ConfigError(
-            f"item {n} ({cmd}): field {extra[0]!r} does not belong to a {cmd} item; "
-            f"its fields are {', '.join(sorted(allowed - {'command'}))}"
-        )
-    out: dict = {"command": cmd}
-    for f in (*required, *optional):
-        if f not in it or it[f] is None:
-            if f in required:
-                raise ConfigError(f"item {n} ({cmd}): field {f!r} is missing")
-            continue
-        v = it[f]
-        if not finite_number(v):
-            raise ConfigError(f"item {n} ({cmd}): field {f!r} is {v!r}; it needs a finite number")
-        out[f] = float(v)
-    if ("lat" in out) != ("lon" in out):
-        raise ConfigError(f"item {n} ({cmd}): give both 'lat' and 'lon', or neither (then: where the vehicle is)")
-    if "lat" in out and not (-90 <= out["lat"] <= 90 and -180 <= out["lon"] <= 180):
-        raise ConfigError(
-            f"item {n} ({cmd}): field 'lat'/'lon' ({out['lat']}, {out['lon']}) is not a position on Earth"
-        )
-    frame = it.get("frame", "relative")
-    if frame not in FRAMES:
-        raise ConfigError(
-            f"item {n} ({cmd}): field 'frame' is {frame!r}; use 'relative' (above home, the default) or 'amsl'"
-        )
-    if frame == "amsl":
-        if "alt_m" not in out:
-            raise ConfigError(f"item {n} ({cmd}): field 'frame' is 'amsl' but the item has no 'alt_m'")
-        out["frame"] = "amsl"
-    if cmd == "takeoff" and frame == "relative" and out["alt_m"] <= 0:
-        raise ConfigError(f"item {n} (takeoff): field 'alt_m' is {out['alt_m']:g}; a takeoff climbs above home (> 0 m)")
-    if frame == "relative" and out.get("alt_m", 0) < 0:
-        raise ConfigError(
-            f"item {n} ({cmd}): field 'alt_m' is {out['alt_m']:g}, below home; use an altitude ≥ 0 "
-            'above home, or "frame": "amsl"'
-        )
-    if out.get("seconds", 0) < 0:
-        raise ConfigError(f"item {n} ({cmd}): field 'seconds' is {out['seconds']:g}; use 0 or more")
-    if cmd == "change_speed" and out["speed_m_s"] <= 0:
-        raise ConfigError(f"item {n} (change_speed): field 'speed_m_s' is {out['speed_m_s']:g}; use a speed above 0")
-    return out
-
-
-def _item_message(link, seq: int, it: dict):
-    cmd, _, _ = COMMANDS[it["command"]]
-    p1 = p2 = p3 = p4 = 0.0
-    if it["command"] in ("waypoint", "loiter_time"):
-        p1 = it.get("seconds", 0.0)
-    elif it["command"] == "change_speed":
-        p1, p2, p3 = 1.0, it["speed_m_s"], -1.0  # ground speed, no throttle change
-    lat, lon = it.get("lat", 0.0), it.get("lon", 0.0)  # 0, 0 means "where the vehicle is" to ArduPilot
-    frame = FRAMES[it.get("frame", "relative")]
-    return A.MAVLink_mission_item_int_message(
-        link.vehicle.sysid or 1,
-        1,
-        seq,
-        frame,
-        cmd,
-        0,
-        1,
-        p1,
-        p2,
-        p3,
-        p4,
-        int(round(lat * 1e7)),
-        int(round(lon * 1e7)),
-        float(it.get("alt_m", 0.0)),
-        A.MAV_MISSION_TYPE_MISSION,
-    )
-
-
-def _home_message(link):
-    home = link.vehicle.home or (0.0, 0.0, 0.0)  # ArduPilot keeps its own home in item 0 anyway
-    return A.MAVLink_mission_item_int_message(
-        link.vehicle.sysid or 1,
-        1,
-        0,
-        A.MAV_FRAME_GLOBAL,
-        A.MAV_CMD_NAV_WAYPOINT,
-        0,
-        1,
-        0,
-        0,
-        0,
-        0,
-        int(home[0] * 1e7),
-        int(home[1] * 1e7),
-        float(home[2]),
-        A.MAV_MISSION_TYPE_MISSION,
-    )
-
-
-def record_of(m) -> dict:
-    """A MISSION_ITEM(_INT) as a plain record (unknown commands keep their MAV_CMD name)."""
-    scale = 1e7 if m.get_type() == "MISSION_ITEM_INT" else 1.0
-    name = NAMES.get(m.command)
-    if name is None:
-        e = A.enums["MAV_CMD"].get(m.command)
-        rec = {
-            "command": "other",
-            "mav_cmd": e.name if e else m.command,
-            "params": [m.param1, m.param2, m.param3, m.param4],
-        }
-    else:
-        rec = {"command": name}
-    _, required, optional = COMMANDS.get(name, (0, ("lat", "lon", "alt_m"), ()))
-    fields = (*required, *optional)
-    lat, lon = m.x / scale, m.y / scale
-    if "lat" in fields and (lat or lon):
-        rec["lat"], rec["lon"] = round(lat, 7), round(lon, 7)
-    if "alt_m" in required or ("alt_m" in fields and m.z):  # an optional altitude of 0 means "where it is"
-        rec["alt_m"] = round(float(m.z), 3)
-        if m.frame in AMSL_FRAMES:
-            rec["frame"] = "amsl"
-    if name in ("waypoint", "loiter_time") and (m.param1 or name == "loiter_time"):
-        rec["seconds"] = m.param1
-    if name == "change_speed":
-        rec["speed_m_s"] = m.param2
-    return rec
 
 
 # ---- the protocol -------------------------------------------------------------------------
@@ -188,10 +48,6 @@ def record_of(m) -> dict:
 
 def _target(link) -> tuple[int, int]:
     return link.vehicle.sysid or 1, 1
-
-
-def _no_answer(link, what: str) -> MavlinkError:
-    return MavlinkError(f"{link.name}: no answer to {what} within {STEP_TIMEOUT_S:g}s; is the vehicle still there?")
 
 
 def _refused(link, what: str, result: int) -> MavlinkError:
@@ -208,19 +64,54 @@ def _after_boot(link) -> None:
         link.wait(lambda v: not v.booting, BOOT_WAIT_S)
 
 
+def _pack_all(link, msgs) -> None:
+    """Every message of an upload packs (each value fits its field) before the first is sent."""
+    mav = A.MAVLink(None, link.source_system, A.MAV_COMP_ID_MISSIONPLANNER)
+    for m in msgs:
+        try:
+            m.pack(mav)
+        except Exception as e:  # struct.error, OverflowError: a value its MAVLink field cannot carry
+            raise ConfigError(f"mission item {m.seq}: a value does not fit its MAVLink field ({e})") from None
+
+
 def upload(link, items) -> dict:
-    """Check every item, then upload them as items 1..N (item 0: home)."""
+    """Check every item, then upload them as items 1..N (item 0: home). All or nothing: every
+    item is checked (and every message packed) before the first is sent, and the vehicle's
+    mission is read first, so that an upload failing midway (ArduPilot replaces its mission
+    item by item as they arrive) puts the previous mission back, and says so."""
     checked = check_items(items)
     link.require_writable("upload a mission")
     _after_boot(link)
     rec = recorder_for(link)
-    msgs = [_home_message(link)] + [_item_message(link, i, it) for i, it in enumerate(checked, start=1)]
+    msgs = [home_message(link)] + [item_message(link, i, it) for i, it in enumerate(checked, start=1)]
+    _pack_all(link, msgs)
     what = f"the mission upload ({len(checked)} items)"
-    with rec.lock, Inbox(link, {"MISSION_REQUEST", "MISSION_REQUEST_INT", "MISSION_ACK"}, to_us(link)) as box:
+    with rec.lock:
+        try:
+            previous, unread = _download_raw(link, time.monotonic() + DOWNLOAD_TIMEOUT_S), ""
+        except MavlinkError as e:
+            previous, unread = None, str(e)
+        try:
+            _upload_raw(link, msgs, what, time.monotonic() + UPLOAD_TIMEOUT_S)
+        except MavlinkError as e:
+            back = _put_back(link, previous, unread)
+            if not back.startswith("the vehicle's previous mission"):
+                rec.mission = None  # unknown now: read again before a start
+            raise MavlinkError(f"{e}; {back}") from None
+    rec.mission = checked
+    rec.reset_progress(total=len(checked))
+    return {"uploaded": len(checked), "items": checked}
+
+
+def _upload_raw(link, msgs: list, what: str, deadline: float) -> None:
+    """MISSION_COUNT, then each item the vehicle asks for, until its MISSION_ACK. Bounded: by
+    ``deadline``, and by the requests (a vehicle asking for item 0 again and again is stopped)."""
+    with Inbox(link, {"MISSION_REQUEST", "MISSION_REQUEST_INT", "MISSION_ACK"}, to_us(link)) as box:
         link.send(A.MAVLink_mission_count_message(*_target(link), len(msgs), A.MAV_MISSION_TYPE_MISSION))
         sent: set[int] = set()
+        requests, most = 0, 3 * len(msgs) + 10  # lost messages are asked for again, a few times
         while True:
-            m = _next(box, link, what)
+            m = _next(box, link, what, deadline)
             if m.get_type() == "MISSION_ACK":
                 if m.type != A.MAV_MISSION_ACCEPTED:
                     bad = max(sent) if sent else None
@@ -228,14 +119,36 @@ def upload(link, items) -> dict:
                     raise _refused(link, what + where, m.type)
                 if len(sent) < len(msgs):
                     continue  # an ACK of an earlier exchange
-                break
+                return
             if not 0 <= m.seq < len(msgs):
                 raise MavlinkError(f"{what}: the vehicle asked for item {m.seq} of {len(msgs)}; upload again")
+            requests += 1
+            if requests > most:
+                raise MavlinkError(
+                    f"{what}: the vehicle asked for items {requests} times for {len(msgs)} items "
+                    f"(item {m.seq} again); stopped, it is not taking the mission"
+                )
             link.send(msgs[m.seq])
             sent.add(m.seq)
-    rec.mission = checked
-    rec.reset_progress(total=len(checked))
-    return {"uploaded": len(checked), "items": checked}
+
+
+def _put_back(link, previous: list | None, unread: str) -> str:
+    """After a failed upload: upload ``previous`` (raw items, home first) again; says how it went."""
+    if previous is None:
+        return (
+            f"the vehicle's previous mission could not be read first ({unread}), so it was not put back: "
+            "its mission may now be partial; upload again or clear_mission"
+        )
+    deadline = time.monotonic() + RESTORE_TIMEOUT_S
+    try:
+        if not previous:
+            _clear_raw(link, deadline)
+        else:
+            msgs = [resend_message(link, m) for m in previous]
+            _upload_raw(link, msgs, "putting the previous mission back", deadline)
+    except MavlinkError as e:
+        return f"putting the previous mission back failed too ({e}): the vehicle's mission may be partial"
+    return f"the vehicle's previous mission ({max(0, len(previous) - 1)} items) was put back"
 
 
 def download(link) -> dict:
@@ -244,23 +157,11 @@ def download(link) -> dict:
         raise MavlinkError(f"{link.name}: vehicle not connected ({link.state})")
     _after_boot(link)
     rec = recorder_for(link)
-    target = _target(link)
-    wanted = {"MISSION_COUNT", "MISSION_ITEM_INT", "MISSION_ITEM", "MISSION_ACK"}
-    with rec.lock, Inbox(link, wanted, to_us(link)) as box:
-        link.send(A.MAVLink_mission_request_list_message(*target, A.MAV_MISSION_TYPE_MISSION))
-        m = _wait_for(box, link, "MISSION_COUNT", "the mission download")
-        count = m.count
-        got: dict[int, object] = {}
-        for seq in range(count):
-            link.send(A.MAVLink_mission_request_int_message(*target, seq, A.MAV_MISSION_TYPE_MISSION))
-            while seq not in got:
-                m = _wait_for(box, link, ("MISSION_ITEM_INT", "MISSION_ITEM"), f"the mission download (item {seq})")
-                got[m.seq] = m
-        if count:
-            link.send(A.MAVLink_mission_ack_message(*target, A.MAV_MISSION_ACCEPTED, A.MAV_MISSION_TYPE_MISSION))
-    items = [record_of(got[s]) for s in range(1, count)]
+    with rec.lock:
+        got = _download_raw(link, time.monotonic() + DOWNLOAD_TIMEOUT_S)
+    items = [record_of(m) for m in got[1:]]
     home = None
-    if count:
+    if got:
         h = got[0]
         scale = 1e7 if h.get_type() == "MISSION_ITEM_INT" else 1.0
         home = {"lat": h.x / scale, "lon": h.y / scale, "alt_amsl_m": h.z}
@@ -270,20 +171,59 @@ def download(link) -> dict:
     return {"count": len(items), "items": items, "home": home}
 
 
-def _next(box: Inbox, link, what: str):
-    """The next message of this exchange about the mission (not the fence or rally points)."""
+def _download_raw(link, deadline: float) -> list:
+    """Every item of the vehicle's mission (home first) as it sent them. Bounded: by
+    ``deadline``, by MAX_DOWNLOAD_ITEMS, and by the stray items a vehicle may send."""
+    target = _target(link)
+    what = "the mission download"
+    wanted = {"MISSION_COUNT", "MISSION_ITEM_INT", "MISSION_ITEM", "MISSION_ACK"}
+    with Inbox(link, wanted, to_us(link)) as box:
+        link.send(A.MAVLink_mission_request_list_message(*target, A.MAV_MISSION_TYPE_MISSION))
+        count = _wait_for(box, link, "MISSION_COUNT", what, deadline).count
+        if count > MAX_DOWNLOAD_ITEMS:
+            raise MavlinkError(
+                f"{what}: the vehicle announces {count:,} items; sitlpool reads missions of at most "
+                f"{MAX_DOWNLOAD_ITEMS:,} (is it a vehicle?)"
+            )
+        got: dict[int, object] = {}
+        for seq in range(count):
+            link.send(A.MAVLink_mission_request_int_message(*target, seq, A.MAV_MISSION_TYPE_MISSION))
+            stray = 0
+            while seq not in got:
+                m = _wait_for(box, link, ("MISSION_ITEM_INT", "MISSION_ITEM"), f"{what} (item {seq})", deadline)
+                if m.seq == seq:
+                    got[seq] = m
+                    continue
+                stray += 1
+                if stray > 10:
+                    raise MavlinkError(f"{what}: asked for item {seq}, the vehicle keeps sending item {m.seq}")
+        if count:
+            link.send(A.MAVLink_mission_ack_message(*target, A.MAV_MISSION_ACCEPTED, A.MAV_MISSION_TYPE_MISSION))
+    return [got[s] for s in range(count)]
+
+
+def _next(box: Inbox, link, what: str, deadline: float):
+    """The next message of this exchange about the mission (not the fence or rally points),
+    waiting at most one step and never past ``deadline``."""
     while True:
-        m = box.get(STEP_TIMEOUT_S)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise MavlinkError(f"{link.name}: {what} did not finish in time; is the vehicle still there?")
+        m = box.get(min(STEP_TIMEOUT_S, left))
         if m is None:
-            raise _no_answer(link, what)
+            if deadline - time.monotonic() <= 0:
+                continue  # says "did not finish in time"
+            raise MavlinkError(
+                f"{link.name}: no answer to {what} within {STEP_TIMEOUT_S:g}s; is the vehicle still there?"
+            )
         if getattr(m, "mission_type", 0) == A.MAV_MISSION_TYPE_MISSION:
             return m
 
 
-def _wait_for(box: Inbox, link, types, what: str):
+def _wait_for(box: Inbox, link, types, what: str, deadline: float):
     types = (types,) if isinstance(types, str) else types
     while True:
-        m = _next(box, link, what)
+        m = _next(box, link, what, deadline)
         if m.get_type() == "MISSION_ACK" and "MISSION_ACK" not in types:
             if m.type != A.MAV_MISSION_ACCEPTED:
                 raise _refused(link, what, m.type)
@@ -296,14 +236,19 @@ def clear(link) -> dict:
     link.require_writable("clear the mission")
     _after_boot(link)
     rec = recorder_for(link)
-    with rec.lock, Inbox(link, {"MISSION_ACK"}, to_us(link)) as box:
-        link.send(A.MAVLink_mission_clear_all_message(*_target(link), A.MAV_MISSION_TYPE_MISSION))
-        m = _wait_for(box, link, "MISSION_ACK", "clear mission")
-        if m.type != A.MAV_MISSION_ACCEPTED:
-            raise _refused(link, "clear mission", m.type)
+    with rec.lock:
+        _clear_raw(link, time.monotonic() + DOWNLOAD_TIMEOUT_S)
     rec.mission = []
     rec.reset_progress(total=0)
     return {"cleared": True}
+
+
+def _clear_raw(link, deadline: float) -> None:
+    with Inbox(link, {"MISSION_ACK"}, to_us(link)) as box:
+        link.send(A.MAVLink_mission_clear_all_message(*_target(link), A.MAV_MISSION_TYPE_MISSION))
+        m = _wait_for(box, link, "MISSION_ACK", "clear mission", deadline)
+        if m.type != A.MAV_MISSION_ACCEPTED:
+            raise _refused(link, "clear mission", m.type)
 
 
 def set_current(link, item: int, timeout: float = 3.0) -> None:
@@ -424,11 +369,11 @@ def predicate(link, condition: str, value):
     if condition == "mission_item":
         try:
             n = int(value)
-            if n != float(value) or n < 1:
+            if n != float(value) or not 1 <= n <= MAX_DOWNLOAD_ITEMS:
                 raise ValueError
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(
-                f"condition mission_item needs the item number (1 = first item) as value, got {value!r}"
+                f"condition mission_item needs the item number (1 = first item) as value, got {show(value)}"
             ) from None
         return lambda v, t0: item_reached(link, n)
     raise ConfigError(f"unknown mission condition {condition!r}; use mission_item or mission_done")

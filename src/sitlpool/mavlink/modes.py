@@ -54,7 +54,10 @@ _by_type: dict[int, dict[int, str]] | None = None
 
 def _read_tables() -> dict[str, dict[int, str]]:
     """mavutil's ``mode_mapping_*`` dict literals, from its source."""
-    with open(importlib.util.find_spec("pymavlink.mavutil").origin, encoding="utf-8") as f:
+    spec = importlib.util.find_spec("pymavlink.mavutil")
+    if spec is None or spec.origin is None:
+        raise ImportError("pymavlink.mavutil's source is not there")
+    with open(spec.origin, encoding="utf-8") as f:
         text = f.read()
     out = {}
     for name in set(_TABLE_OF.values()):
@@ -86,7 +89,7 @@ def _tables() -> dict[int, dict[int, str]]:
             try:
                 named = _read_tables()
             except Exception:  # a pymavlink laid out differently: ask mavutil itself (slower)
-                from pymavlink import mavutil
+                from pymavlink import mavutil  # only then: it loads numpy and two dialects
 
                 named = {name: dict(getattr(mavutil, name)) for name in set(_TABLE_OF.values())}
             by_type = {t: named[name] for t, name in _TABLE_OF.items()}
@@ -98,7 +101,8 @@ def _tables() -> dict[int, dict[int, str]]:
 def _numbers(vehicle_type: int | None) -> dict[int, str]:
     """Mode number -> name for a vehicle type (a copter's for an unknown or missing type)."""
     tables = _tables()
-    return tables.get(vehicle_type, tables[A.MAV_TYPE_QUADROTOR])
+    copter = tables[A.MAV_TYPE_QUADROTOR]
+    return copter if vehicle_type is None else tables.get(vehicle_type, copter)
 
 
 def mode_mapping(vehicle_type: int | None) -> dict[str, int]:

@@ -10,8 +10,8 @@ import time
 import weakref
 
 from ..errors import ConfigError, MavlinkError
-from ..instances import finite_number
 from .link import A
+from .wire import number, show
 
 REPEAT_S = 0.2
 CHANNELS = 18
@@ -21,6 +21,15 @@ MAX_SECONDS = 3600.0
 
 _overrides: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+
+
+def _finite(value) -> bool:
+    """A finite JSON number (an int too large for a float is not: it fails mid-send)."""
+    try:
+        number(value, "")
+    except ConfigError:
+        return False
+    return True
 
 
 def check_channels(channels) -> dict[int, int]:
@@ -33,11 +42,13 @@ def check_channels(channels) -> dict[int, int]:
             if str(ch) != str(k).strip() and ch != k:
                 raise ValueError
         except (TypeError, ValueError):
-            raise ConfigError(f"RC channel {k!r} is not a channel number (1-{CHANNELS})") from None
+            raise ConfigError(f"RC channel {show(k)} is not a channel number (1-{CHANNELS})") from None
         if not 1 <= ch <= CHANNELS:
-            raise ConfigError(f"RC channel {ch} does not exist; MAVLink overrides channels 1-{CHANNELS}")
-        if not finite_number(v) or not PWM_MIN <= v <= PWM_MAX:
-            raise ConfigError(f"RC channel {ch}: {v!r} is not a PWM value; use {PWM_MIN}-{PWM_MAX} µs (1500 is centre)")
+            raise ConfigError(f"RC channel {show(ch)} does not exist; MAVLink overrides channels 1-{CHANNELS}")
+        if not _finite(v) or not PWM_MIN <= v <= PWM_MAX:
+            raise ConfigError(
+                f"RC channel {ch}: {show(v)} is not a PWM value; use {PWM_MIN}-{PWM_MAX} µs (1500 is centre)"
+            )
         out[ch] = int(round(v))
     return out
 
@@ -102,9 +113,9 @@ def override(link, channels, seconds: float | None = None) -> dict:
     """Hold ``channels`` (``{3: 1700}``) until released with ``{}`` or ``seconds`` pass."""
     chans = check_channels(channels)
     if seconds is not None:
-        if not finite_number(seconds) or not 0 < seconds <= MAX_SECONDS:
+        if not _finite(seconds) or not 0 < seconds <= MAX_SECONDS:
             raise ConfigError(
-                f"seconds {seconds!r} is out of range; use more than 0 and at most {MAX_SECONDS:g}, "
+                f"seconds {show(seconds)} is out of range; use more than 0 and at most {MAX_SECONDS:g}, "
                 "or leave it out to hold until released with {}"
             )
     link.require_writable("RC override" if chans else "release the RC override")

@@ -8,9 +8,11 @@ thread then pings it and its end means death; ``kill`` only stops watching.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import select
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,12 +25,12 @@ from ..leases import LeasePool
 from ..mavlink.endpoints import parse_endpoint
 from ..ports import TCP_ESTABLISHED, TCP_LISTEN, bound, busy_ports, clients, name_holders, read_sockets
 from .base import ProcessManager, SitlProcess, Status
-from .managed import ManagedManager, is_sitl_process
+from .binaries import is_sitl_process
+from .managed import ManagedManager
 
 log = logging.getLogger("sitlpool.unmanaged")
 WARN_EVERY_S = 5.0
 SILENT_CONNECTION_S = 2.5  # connected but no HEARTBEAT: another client is being served there
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass
@@ -49,10 +51,53 @@ class Resolved:
 
 
 def _instance_of_port(port: int) -> int | None:
+    """The instance whose serial port (SERIAL0/1/2) ``port`` is, or None."""
     off = port - SERIAL0_BASE
     if off >= 0 and off % 10 in (0, 2, 3) and off // 10 <= MAX_INSTANCE:
         return off // 10
     return None
+
+
+def _local_address(family: int, sockaddr) -> bool:
+    """Does this resolved address reach this machine? Loopback (all of 127.0.0.0/8, ::1),
+    unspecified (0.0.0.0 and :: connect to this host), their IPv4-mapped forms, and any
+    address the kernel lets us bind: exactly the addresses of this host's interfaces."""
+    try:
+        ip = ipaddress.ip_address(str(sockaddr[0]).partition("%")[0])
+    except ValueError:
+        return False
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    if mapped is not None:
+        ip, family, sockaddr = mapped, socket.AF_INET, (str(mapped), 0)
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    bind_to = (sockaddr[0], 0) if family == socket.AF_INET else (sockaddr[0], 0, *sockaddr[2:4])
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.bind(bind_to)
+        return True
+    except OSError:
+        return False
+
+
+def is_this_host(host: str) -> bool:
+    """Does ``host`` (a name or an address, in any spelling: ``127.0.0.2``, ``0.0.0.0``,
+    ``LOCALHOST``, ``127.1``, ``::ffff:127.0.0.1``, this machine's own name or addresses)
+    reach this machine? Decided on what it resolves to, never on how it is spelt; a name
+    with any local address counts as local (a connection may go there)."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError):
+        return False
+    return any(_local_address(family, sockaddr) for family, _, _, _, sockaddr in infos)
+
+
+def local_instance_of(endpoint: str) -> int | None:
+    """The instance of this machine that ``endpoint`` reaches, or None: its host resolves to
+    this machine (``is_this_host``) and its port is an instance's serial port. Raises
+    ConfigError for a malformed endpoint."""
+    _, host, port = parse_endpoint(endpoint)
+    return _instance_of_port(port) if is_this_host(host) else None
 
 
 class NameService:
@@ -112,7 +157,7 @@ class NameService:
     def resolve_endpoint(self, endpoint: str) -> tuple[Resolved | None, str]:
         proto, host, port = parse_endpoint(endpoint)
         pid = None
-        if proto == "tcp" and host in LOOPBACK:
+        if proto == "tcp" and is_this_host(host):
             socks = read_sockets(("tcp",), tcp_states=(1 << TCP_LISTEN) | (1 << TCP_ESTABLISHED))
             if not any(s.local_port == port and s.state == TCP_LISTEN for s in socks):
                 return None, f"nothing listens on {endpoint} yet"
@@ -124,7 +169,8 @@ class NameService:
                     f"{endpoint} already serves a client ({who}); SITL serves one client per port: pick another",
                 )
             owners = name_holders(bound({("tcp", port)}))
-            pid = owners[0].holder.pid if owners else None
+            holder = owners[0].holder if owners else None
+            pid = holder.pid if holder else None
         return Resolved.of(f"{proto}:{host}:{port}", pid), ""
 
 
@@ -162,11 +208,12 @@ class UnmanagedSitl(SitlProcess):
             raise ConfigError(f"serial port {serial!r}: use one of {', '.join(SERIAL_NAMES)}")
         if endpoint is not None:
             _, host, port = parse_endpoint(endpoint)
-            local = host in LOOPBACK
+            local = is_this_host(host)  # what the host reaches, not how it is spelt
             instance_guess = _instance_of_port(port) if local else None
+            where = "localhost" if local else endpoint
         else:
-            local, instance_guess = True, instance
-        super().__init__(process_manager, name, host_id or ("localhost" if local else endpoint))
+            where, instance_guess = "localhost", instance
+        super().__init__(process_manager, name, host_id or where)
         self._instance = instance_guess
         self.requested_endpoint = endpoint
         self.control = control
@@ -222,13 +269,16 @@ class UnmanagedSitl(SitlProcess):
         if self.requested_endpoint is not None:
             res, why = ns.resolve_endpoint(self.requested_endpoint)
         else:
+            assert self._instance is not None  # a handle made for an instance always knows it
             res, why = ns.resolve_instance(self._instance, self.serial)
         if res is None:
             self._last_reason = why
             return False
         self.resolved = res
         self._link_started = time.monotonic()
-        from ..mavlink import VehicleLink
+        # pymavlink costs ~35 ms to import: only when a link is made, never for `sitlpool status`
+        # (which imports this module for discover)
+        from ..mavlink.link import VehicleLink
 
         self.link = VehicleLink(
             res.endpoint,
@@ -295,7 +345,8 @@ class UnmanagedSitl(SitlProcess):
             while not self._quitting.is_set():
                 if poller is not None:
                     if poller.poll(period * 1000):  # readable = the process exited: seen at once
-                        return f"the SITL process {pid} ({self.resolved.executable or '?'}) exited"
+                        exe = self.resolved.executable if self.resolved else None
+                        return f"the SITL process {pid} ({exe or '?'}) exited"
                 elif self._quitting.wait(period):
                     break
                 if self._quitting.is_set():
@@ -333,7 +384,11 @@ class UnmanagedSitl(SitlProcess):
                 f"{self.name}: the instance behind {self.requested_endpoint} is unknown; "
                 f"only {self.requested_endpoint} itself can be used"
             )
-        host = "127.0.0.1" if self.on_localhost else parse_endpoint(self.requested_endpoint)[1]
+        if self.on_localhost:
+            host = "127.0.0.1"
+        else:
+            assert self.requested_endpoint is not None  # only an endpoint's handle is elsewhere
+            host = parse_endpoint(self.requested_endpoint)[1]
         return f"tcp:{host}:{ports(self._instance).serial(name)}"
 
 
@@ -344,10 +399,7 @@ def attach(manager: ProcessManager, name: str, *, timeout: float = 10.0, **kw) -
     h.spawn()
     if not h.wait_running(timeout):
         h.kill()
-        with manager._cond:
-            manager.processes.pop(name, None)
-            if h in manager._dead:
-                manager._dead.remove(h)
+        manager.forget(h)
         raise ResolveError(f"cannot attach to {h._describe_target()} within {timeout:g}s: {h._last_reason}")
     return h
 
