@@ -5,7 +5,7 @@ memory for a 500 MB log. Each measurement that needs a clean peak RSS runs in a 
     .venv/bin/python bench/logs.py [--huge-mb 500]
 
 mcardupilot is not installable here: its figure (``logread.summary``: 1.26 s in-process,
-1.77 s as a whole process, on the same file and machine) is from /work/shared/logs/README.md.
+1.77 s as a whole process, on the same file and machine) is from ../shared/logs/README.md.
 Wall times on a shared machine move with its load: CPU times are printed beside them.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _util import fmt, report, stats  # noqa: E402
 
-LOGS = Path("/work/shared/logs")
+LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "logs"
 MCARDUPILOT_SUMMARY_S = 1.26
 MCARDUPILOT_PROCESS_S = 1.77
 

@@ -16,6 +16,9 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+# ../shared beside the checkout (real ArduPilot binaries and logs), on developer machines and in CI
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
 # instances 1000-1299: ports 15760-21993, below the ephemeral range and away from
 # anything a person runs (the default pool is 40-59); 300 wide so that no instance's
 # serial ports meet another's physics ports (those are 324 instances apart)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from pymavlink.DFReader import FORMAT_TO_STRUCT
 
-HOP = Path("/work/shared/logs/copter-hop.BIN")
-GCS_XZ = Path("/work/shared/logs/copter-gcs-scenarios.BIN.xz")
+HOP = Path(__file__).resolve().parents[2].parent / "shared" / "logs" / "copter-hop.BIN"
+GCS_XZ = HOP.parent / "copter-gcs-scenarios.BIN.xz"
 HEAD = b"\xa3\x95"
 
 

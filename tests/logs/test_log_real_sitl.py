@@ -13,7 +13,7 @@ from conftest import wait_for  # tests/conftest.py (the shared helpers)
 from sitlpool.instances import ports
 from sitlpool.logs import LogReader, LogStore, fields, summary
 
-ARDUPILOT = Path("/work/shared/ardupilot")
+ARDUPILOT = Path(__file__).resolve().parents[2].parent / "shared" / "ardupilot"
 
 
 def fly_and_kill(binary: Path, model: str, defaults: list[Path], cwd: Path, instance: int, procs) -> Path:
