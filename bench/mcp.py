@@ -1,9 +1,11 @@
-"""MCP server benchmarks: start to initialize, open_sitl to ready, snapshot round trip, ten servers flying at once."""
+"""MCP server benchmarks: start to initialize and to tools/list (beside mcardupilot's), open_sitl
+to ready, snapshot round trip, ten servers flying at once."""
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,6 +24,7 @@ sys.path.insert(0, _here)
 from _util import report, stats  # noqa: E402
 
 BASE = 2400
+MCARDUPILOT_REFERENCE_S = 2.65  # start -> tools/list answered, measured side by side in issue 19
 
 
 async def call(session, tool, **args):
@@ -86,8 +89,58 @@ async def connect_modern(e: dict) -> float:
             return time.monotonic() - t
 
 
+async def start_to_tools(command: list[str], e: dict) -> float:
+    """Process start to ``tools/list`` answered, through the SDK's client (what an agent waits for)."""
+    params = StdioServerParameters(command=command[0], args=command[1:], env=e)
+    with open(os.devnull, "w") as devnull:
+        t = time.monotonic()
+        async with stdio_client(params, errlog=devnull) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                await s.list_tools()
+                return time.monotonic() - t
+
+
+def mcardupilot_command() -> list[str] | None:
+    """mcardupilot's MCP server command, if it is installed here (``MCARDUPILOT_CMD`` overrides)."""
+    given = os.environ.get("MCARDUPILOT_CMD")
+    if given:
+        return given.split()
+    ok = subprocess.run([sys.executable, "-c", "import mcardupilot"], capture_output=True).returncode == 0
+    return [sys.executable, "-m", "mcardupilot"] if ok else None
+
+
+async def bench_tools_list(tmp: Path) -> None:
+    e = env(tmp)
+    cold = []
+    for i in range(3):  # nothing cached (a new install, an edited tool): tools/list waits for the SDK
+        cold.append(
+            await start_to_tools(
+                [sys.executable, "-m", "sitlpool", "serve"], dict(e, XDG_CACHE_HOME=str(tmp / f"c{i}"))
+            )
+        )
+    warm_env = dict(e, XDG_CACHE_HOME=str(tmp / "cache"))
+    await start_to_tools([sys.executable, "-m", "sitlpool", "serve"], warm_env)  # the first start caches the tool list
+    ours, peer = [], []
+    peer_cmd = mcardupilot_command()
+    for _ in range(5):  # alternated, so both see the same machine load
+        ours.append(await start_to_tools([sys.executable, "-m", "sitlpool", "serve"], warm_env))
+        if peer_cmd:
+            peer.append(await start_to_tools(peer_cmd, e))
+    ref = statistics.median(peer) if peer else MCARDUPILOT_REFERENCE_S
+    report(
+        "process start to tools/list answered (tool list cached)",
+        stats(ours),
+        f"≤ {0.3 * ref:.2f} s (0.3× mcardupilot)",
+    )
+    report("  the same, nothing cached (a first start: the SDK answers)", stats(cold))
+    label = "  mcardupilot, same run" if peer else "  mcardupilot (not installed here: issue 19's reference figure)"
+    report(label, (stats(peer) if peer else f"{ref:.2f} s") + f"; sitlpool {statistics.median(ours) / ref:.2f}× of it")
+
+
 async def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="sitlpool-bench-mcp-"))
+    await bench_tools_list(tmp)
     one: dict = {}
     for _ in range(5):
         await hop(env(tmp), 10, one)

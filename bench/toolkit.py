@@ -160,17 +160,20 @@ def bench_params() -> None:
 
 
 def bench_register() -> None:
-    """What the toolkit adds to ``sitlpool serve``'s start (tools are registered before initialize)."""
-    from sitlpool import toolkit
+    """What registering the tools adds to ``sitlpool serve``'s start (before it serves)."""
+    from sitlpool.server.tools import SUBJECTS
 
-    samples = []
-    for _ in range(5):
-        mcp = MCPServer("bench")
-        t = time.process_time()
-        toolkit.register(mcp, None, None)
-        samples.append(time.process_time() - t)
-    report("toolkit.register (9 tools) CPU, part of MCP start", stats(samples))
-    code = "import sys, sitlpool.server, sitlpool.toolkit; print(sorted({'pymavlink', 'PIL', 'matplotlib'} & set(sys.modules)))"
+    for subject in SUBJECTS:
+        samples, count = [], 0
+        for _ in range(5):
+            mcp = MCPServer("bench")
+            t = time.process_time()
+            subject.register(mcp, None, None)
+            samples.append(time.process_time() - t)
+            count = len(mcp._tool_manager.list_tools())
+        name = subject.__name__.rsplit(".", 1)[-1]
+        report(f"register the {name} tools ({count}) CPU, part of MCP start", stats(samples))
+    code = "import sys, sitlpool.server.app; print(sorted({'PIL', 'matplotlib'} & set(sys.modules)))"  # pymavlink: the flight layer's
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     report("heavy modules imported by the server at start", out, "[]")
 

@@ -1,41 +1,36 @@
-"""One server's sessions: open (managed) / attach (unmanaged) / close, leases taken for
-the agent, orphan reaping at start. Interfaces (MCP server, CLI) only call this."""
+"""One server's sessions: the registry (open a managed SITL, attach to an unmanaged one,
+close, reap what crashed servers left), the leases taken for the agent, and the session
+contract (``SessionLike``) that a local ``Session`` and the fleet's ``RemoteSession`` both
+satisfy. A session's own calls (snapshot, the flight actions, ``wait_until``) go straight to
+the flight layer (``sitlpool.flight.Flight``, ``sitlpool.conditions``)."""
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import secrets
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
+from . import conditions
+from .conditions import CONDITIONS  # noqa: F401  (re-exported: where wait_until's conditions were listed)
 from .config import load_settings
 from .errors import SessionError, SitlpoolError
-from .flight import MAX_ALTITUDE_M, Flight, check_finite, check_home, resolve_binary
-from .instances import out_of_range, ports
+from .flight import Flight, check_finite, check_home, resolve_binary
+from .instances import out_of_range
 from .leases import Lease, LeasePool, validate_owner
-from .ports import busy_ports, name_holders, read_sockets, taken
-from .process import SitlManager, SitlProcess, discover, kill_instance, reap_orphans
+from .mavlink.recorder import attach as record
+from .process import SitlManager, SitlProcess, kill_instance, reap_orphans
+from .process.unmanaged import local_instance_of
 
 log = logging.getLogger("sitlpool.sessions")
 MAX_BLOCK_S = 55.0  # no tool may block longer than 60 s
-CONDITIONS = (
-    "altitude_above",
-    "altitude_below",
-    "armed",
-    "disarmed",
-    "mode",
-    "reached",
-    "landed",
-    "text",
-    "ready_to_arm",
-    "mission_item",
-    "mission_done",
-)
 ARM_WAIT_READY_S = 20.0  # arm waits this long for readiness before it asks the vehicle
+#: the flight actions a session offers (methods of ``SessionLike``), e.g. for a remote call by name
+FLIGHT_ACTIONS = ("arm", "disarm", "set_mode", "takeoff", "goto", "land", "rtl")
 
 
 def check_open_args(model, speedup, label=None, home=None, params=None) -> tuple:
@@ -66,8 +61,53 @@ def new_id() -> str:
     return secrets.token_hex(3)
 
 
+@runtime_checkable
+class SessionLike(Protocol):
+    """What the MCP tools and the registry use of a session, local (``Session``) or on a
+    Ray node (``sitlpool.fleet.serve.RemoteSession``). Every action answers the MCP tool's
+    document: ``{"ok", "action", "snapshot"[, "sitlpool_did"]}``; ``wait_until`` answers
+    ``{"result": met|timeout|died|closed, "condition", "value", "snapshot"}``."""
+
+    id: str
+    label: str
+    kind: str  # "managed" or "unmanaged"
+    handle: Any
+    created: float
+    last_used: float
+    closing: bool
+    closed: bool
+
+    @property
+    def link(self) -> Any: ...
+
+    @property
+    def state(self) -> str: ...
+
+    def info(self) -> dict: ...
+
+    def snapshot(self) -> dict: ...
+
+    def wait_until(self, condition: str, value: Any = None, timeout_s: float = 30) -> dict: ...
+
+    def arm(self, force: bool = False, wait_ready_s: float = ARM_WAIT_READY_S) -> dict: ...
+
+    def disarm(self, force: bool = False) -> dict: ...
+
+    def set_mode(self, mode: str) -> dict: ...
+
+    def takeoff(self, altitude_m: float) -> dict: ...
+
+    def goto(self, lat: float, lon: float, altitude_m: float) -> dict: ...
+
+    def land(self) -> dict: ...
+
+    def rtl(self) -> dict: ...
+
+
 @dataclass
 class Session:
+    """A SITL this server launched (``managed``) or attached to (``unmanaged``)."""
+
     id: str
     label: str
     handle: SitlProcess
@@ -103,7 +143,7 @@ class Session:
 
     def info(self) -> dict:
         h = self.handle
-        out = {
+        out: dict[str, Any] = {
             "session_id": self.id,
             "label": self.label,
             "kind": self.kind,
@@ -127,14 +167,101 @@ class Session:
             out["status"] = h.status.as_dict()
         return out
 
+    def snapshot(self) -> dict:
+        """``info`` and the vehicle: mode, armed, position, ..., ready to arm and why not."""
+        snap = self.info()
+        if self.link is not None:
+            snap["vehicle"] = self.link.vehicle.as_dict()
+            snap["link"] = self.link.state
+            ready, why = self.flight.readiness()
+            snap["vehicle"].update(kind=self.flight.kind, ready_to_arm=ready, not_ready_because=why)
+        return snap
+
+    # ---- flying: each action through the session's Flight (the vehicle's rules); waits for the ACK
+
+    def _flying(self) -> Flight:
+        if self.link is None or self.handle.dead:
+            raise SessionError(f"session {self.id} is {self.state}; open a new one")
+        f = self.flight
+        f.notes = []
+        return f
+
+    def _done(self, action: str, f: Flight) -> dict:
+        """The action's answer; ``sitlpool_did`` says what sitlpool did on its own."""
+        out = {"ok": True, "action": action, "snapshot": self.snapshot()}
+        if f.notes:
+            out["sitlpool_did"] = list(f.notes)
+        return out
+
+    def arm(self, force: bool = False, wait_ready_s: float = ARM_WAIT_READY_S) -> dict:
+        f = self._flying()
+        f.arm(force, wait_ready_s=min(max(0.0, wait_ready_s), MAX_BLOCK_S / 2))
+        return self._done("arm", f)
+
+    def disarm(self, force: bool = False) -> dict:
+        f = self._flying()
+        f.disarm(force)
+        return self._done("disarm", f)
+
+    def set_mode(self, mode: str) -> dict:
+        f = self._flying()
+        f.set_mode(mode)
+        return self._done("set_mode", f)
+
+    def takeoff(self, altitude_m: float) -> dict:
+        f = self._flying()
+        f.takeoff(altitude_m)
+        return self._done("takeoff", f)
+
+    def goto(self, lat: float, lon: float, altitude_m: float) -> dict:
+        f = self._flying()
+        f.goto(lat, lon, altitude_m)
+        self.last_goto = (float(lat), float(lon), float(altitude_m))
+        return self._done("goto", f)
+
+    def land(self) -> dict:
+        f = self._flying()
+        f.land()
+        return self._done("land", f)
+
+    def rtl(self) -> dict:
+        f = self._flying()
+        f.rtl()
+        return self._done("rtl", f)
+
+    def wait_until(self, condition: str, value=None, timeout_s: float = 30) -> dict:
+        """Wait (at most ``MAX_BLOCK_S``) for ``condition`` (``sitlpool.conditions``)."""
+        conditions.check_condition(condition)
+        timeout_s = min(max(0.0, check_finite(timeout_s, "timeout_s")), MAX_BLOCK_S)
+        pred = conditions.predicate(self.flight, condition, value, self.last_goto)
+        link = self.link
+        t0 = time.time()
+
+        def check(v):
+            return self.handle.dead or self.closing or pred(v, t0)
+
+        met = link.wait(check, timeout_s) if link else False
+        if self.closing or self.closed:
+            result = "closed"  # closed meanwhile by another call: our doing, not a death
+        elif self.handle.dead or (link and link.state in ("closed", "lost") and not pred(link.vehicle, t0)):
+            result = "died"
+            self.handle.join(2.0)  # let the handle record how it ended before the snapshot
+        else:
+            result = "met" if met and pred(link.vehicle, t0) else "timeout"
+        return {"result": result, "condition": condition, "value": value, "snapshot": self.snapshot()}
+
 
 class Sessions:
+    """One server's session registry: open (launch on a leased instance), attach, get,
+    close, close the idle ones, reap what crashed servers left; and the leases the agent
+    took for what it launches itself. Flying is the session's (``SessionLike``)."""
+
     def __init__(self, settings=None, server_id: str | None = None):
         self.settings = settings or load_settings()
         self.pool = LeasePool.from_settings(self.settings)
         self.manager = SitlManager(self.settings, self.pool)
         self.server_id = server_id or new_id()
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, SessionLike] = {}
         self.leases: dict[int, Lease] = {}
         self._managers: dict = {}  # binary -> SitlManager, for models flown by another binary of the build
         self.reaped: list = []
@@ -162,7 +289,7 @@ class Sessions:
     def owner(self, sid: str, label: str) -> str:
         return f"sitlpool session {sid} ({label})"
 
-    def get(self, session_id: str) -> Session:
+    def get(self, session_id: str) -> SessionLike:
         s = self.sessions.get(session_id)
         if s is None or s.closed or s.closing:
             known = ", ".join(k for k, v in self.sessions.items() if not (v.closed or v.closing)) or "none"
@@ -171,19 +298,14 @@ class Sessions:
         s.last_used = time.monotonic()
         return s
 
-    def open_sessions(self) -> list[Session]:
+    def open_sessions(self) -> list[SessionLike]:
         return [s for s in list(self.sessions.values()) if not (s.closed or s.closing)]
 
     def _add(self, s: Session) -> Session:
         with self._lock:
             self.sessions[s.id] = s
         if s.link is not None:
-            try:  # the toolkit's flight recorder, from the session's first message (absent: skipped)
-                from .mavlink.recorder import attach as record
-            except ImportError:
-                pass
-            else:
-                record(s.link)
+            record(s.link)  # the flight recorder, from the session's first message (for flight_picture)
         return s
 
     def open(
@@ -259,16 +381,14 @@ class Sessions:
     def _check_control(self, instance: int | None, endpoint: str | None, force: bool) -> None:
         """Control of a vehicle on an instance someone else leases: refused, naming the
         holder, unless ``force`` (logged: the holder's vehicle may be flying)."""
+        # what the endpoint reaches, not how it is spelt: 127.0.0.2, LOCALHOST, 127.1, 0.0.0.0,
+        # ::ffff:127.0.0.1 and this host's own addresses all reach our instances
         n = instance
         if n is None and endpoint is not None:
-            from .mavlink.endpoints import parse_endpoint
-            from .process.unmanaged import LOOPBACK, _instance_of_port
-
             try:
-                _, host, port = parse_endpoint(endpoint)
+                n = local_instance_of(endpoint)
             except (SitlpoolError, ValueError):
                 return  # attach itself explains a bad endpoint
-            n = _instance_of_port(port) if host in LOOPBACK else None
         if n is None:
             return
         h = self.pool.holder(n)
@@ -290,7 +410,7 @@ class Sessions:
         )
         return info
 
-    def _close(self, s: Session) -> None:
+    def _close(self, s: SessionLike) -> None:
         s.closing = True  # before the kill: its death is ours, not a crash
         try:
             s.handle.kill(wait=True)
@@ -353,156 +473,3 @@ class Sessions:
         return kill_instance(
             instance, force=force, settings=self.settings, pool=LeasePool.from_settings(self.settings, check=False)
         )
-
-    def list_instances(self, all: bool = False) -> dict:
-        mine = {s.handle.instance: s.id for s in self.open_sessions() if s.kind == "managed"}
-        holders = self.pool.status()
-        socks = read_sockets()
-        busy = {h.instance: busy_ports(ports(h.instance), socks) for h in holders}
-        name_holders([b for bs in busy.values() for b in bs])  # one /proc scan for all of them
-        held = []
-        for h in holders:
-            d = h.as_dict()
-            d["this_server_session"] = mine.get(h.instance)
-            d["this_server_lease"] = h.instance in self.leases
-            d["busy_ports"] = [b.describe() for b in busy[h.instance]]
-            held.append(d)
-        out = {
-            "pool": list(self.pool.pool),
-            "lock_dir": str(self.pool.lock_dir),
-            "leased": held,
-            "running_without_lease": [d.as_dict() for d in discover(self.settings, self.pool)],
-        }
-        if all:
-            heldset = {h["instance"] for h in held}
-            unleased = [n for n in self.pool.pool if n not in heldset]
-            busy_free = taken([ports(n) for n in unleased])  # an unleased SITL holds them: not free
-            out["free"] = [n for n in unleased if n not in busy_free]
-            if busy_free:
-                name_holders([b for bs in busy_free.values() for b in bs])
-                out["ports_taken"] = [
-                    {"instance": n, "state": "ports taken", "busy_ports": [b.describe() for b in bs]}
-                    for n, bs in busy_free.items()
-                ]
-        return out
-
-    # ---- flying --------------------------------------------------------------------
-
-    def snapshot(self, session_id: str) -> dict:
-        return self._snapshot(self.get(session_id))
-
-    def _snapshot(self, s: Session) -> dict:
-        snap = s.info()
-        if s.link is not None:
-            snap["vehicle"] = s.link.vehicle.as_dict()
-            snap["link"] = s.link.state
-            ready, why = s.flight.readiness()
-            snap["vehicle"].update(kind=s.flight.kind, ready_to_arm=ready, not_ready_because=why)
-        return snap
-
-    def wait_until(self, session_id: str, condition: str, value=None, timeout_s: float = 30) -> dict:
-        s = self.get(session_id)
-        if condition not in CONDITIONS:
-            raise SessionError(f"unknown condition {condition!r}; use one of {', '.join(CONDITIONS)}")
-        timeout_s = min(max(0.0, check_finite(timeout_s, "timeout_s")), MAX_BLOCK_S)
-        pred = self._predicate(s, condition, value)
-        link = s.link
-        t0 = time.time()
-
-        def check(v):
-            return s.handle.dead or s.closing or pred(v, t0)
-
-        met = link.wait(check, timeout_s) if link else False
-        if s.closing or s.closed:
-            result = "closed"  # closed meanwhile by another call: our doing, not a death
-        elif s.handle.dead or (link and link.state in ("closed", "lost") and not pred(link.vehicle, t0)):
-            result = "died"
-            s.handle.join(2.0)  # let the handle record how it ended before the snapshot
-        else:
-            result = "met" if met and pred(link.vehicle, t0) else "timeout"
-        return {"result": result, "condition": condition, "value": value, "snapshot": self._snapshot(s)}
-
-    def _predicate(self, s: Session, condition: str, value):
-        def need_number():
-            try:
-                x = float(value)
-            except (TypeError, ValueError):
-                raise SessionError(f"condition {condition} needs a number as value (metres), got {value!r}") from None
-            return check_finite(x, f"condition {condition}'s value", -MAX_ALTITUDE_M, MAX_ALTITUDE_M, "m")
-
-        if condition in ("mission_item", "mission_done"):
-            from .mavlink import mission  # the toolkit's; pymavlink only when a mission condition is asked for
-
-            return mission.predicate(s.link, condition, value)
-        if condition == "ready_to_arm":
-            f = s.flight
-            return lambda v, t0: f.readiness()[0]
-        if condition == "altitude_above":
-            x = need_number()
-            return lambda v, t0: v.rel_alt is not None and v.rel_alt >= x
-        if condition == "altitude_below":
-            x = need_number()
-            return lambda v, t0: v.rel_alt is not None and v.rel_alt <= x
-        if condition == "armed":
-            return lambda v, t0: v.armed
-        if condition == "disarmed":
-            return lambda v, t0: not v.armed
-        if condition == "landed":
-            return lambda v, t0: not v.armed or (v.rel_alt is not None and v.rel_alt < 0.3 and abs(v.climb) < 0.1)
-        if condition == "mode":
-            if not value:
-                raise SessionError("condition mode needs the mode name as value, e.g. GUIDED")
-            want = str(value).upper()
-            return lambda v, t0: v.mode == want
-        if condition == "text":
-            if not value:
-                raise SessionError("condition text needs the text to look for as value")
-            return lambda v, t0: any(str(value) in t for when, _, t in list(v.texts) if when >= t0 - 0.01)
-        # reached
-        if s.last_goto is None:
-            raise SessionError("condition reached needs a goto first: it means within a radius of the last goto target")
-        radius = check_finite(value, "reached radius", 0, 100000, "m") if value not in (None, "") else 2.0
-        lat, lon, alt = s.last_goto
-
-        def reached(v, t0):
-            if v.lat is None:
-                return False
-            dn = math.radians(v.lat - lat) * 6378137.0
-            de = math.radians(v.lon - lon) * 6378137.0 * math.cos(math.radians(lat))
-            return math.hypot(dn, de) <= radius and abs((v.rel_alt or 0) - alt) <= max(1.0, radius)
-
-        return reached
-
-    def fly(self, session_id: str, action: str, **kw) -> dict:
-        """arm, disarm, set_mode, takeoff, goto, land, rtl through the session's Flight (the
-        vehicle's rules); waits for the ACK. ``notes`` says what sitlpool did on its own."""
-        s = self.get(session_id)
-        link = s.link
-        if link is None or s.handle.dead:
-            raise SessionError(f"session {session_id} is {s.state}; open a new one")
-        f = s.flight
-        f.notes = []
-        if action == "arm":
-            f.arm(
-                kw.get("force", False),
-                wait_ready_s=min(max(0.0, kw.get("wait_ready_s", ARM_WAIT_READY_S)), MAX_BLOCK_S / 2),
-            )
-        elif action == "disarm":
-            f.disarm(kw.get("force", False))
-        elif action == "set_mode":
-            f.set_mode(kw["mode"])
-        elif action == "takeoff":
-            f.takeoff(kw["altitude_m"])
-        elif action == "goto":
-            f.goto(kw["lat"], kw["lon"], kw["altitude_m"])
-            s.last_goto = (float(kw["lat"]), float(kw["lon"]), float(kw["altitude_m"]))
-        elif action == "land":
-            f.land()
-        elif action == "rtl":
-            f.rtl()
-        else:  # pragma: no cover
-            raise SessionError(f"unknown action {action}")
-        out = {"ok": True, "action": action, "snapshot": self._snapshot(s)}
-        if f.notes:
-            out["sitlpool_did"] = list(f.notes)
-        return out

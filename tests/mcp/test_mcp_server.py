@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import anyio
 import pytest
@@ -210,6 +211,7 @@ def test_http_refuses_non_loopback(env):
 
 
 async def test_http_on_loopback(env, procs, instances):
+    import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     from sitlpool.ports import read_sockets
@@ -224,7 +226,10 @@ async def test_http_on_loopback(env, procs, instances):
     wait_for(lambda: any(s.local_port == port for s in read_sockets(("tcp",))), timeout=30, what="HTTP listening")
     listeners = [s for s in read_sockets(("tcp",)) if s.local_port == port]
     assert listeners and all(s.local_addr in ("127.0.0.1", "::1") for s in listeners), listeners
-    async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (r, w):
+    token_file = Path(env["SITLPOOL_DATA_DIR"]) / "http" / f"serve-{port}.token"
+    token = wait_for(lambda: token_file.exists() and token_file.read_text().strip(), what="the token file")
+    client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    async with client, streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client) as (r, w):
         async with ClientSession(r, w) as session:
             await session.initialize()
             info = await Client(session)("server_info")

@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.anyio
 
-from sitlpool import stdio_wire
+from sitlpool.server import early, wire
 
 SERVE = [sys.executable, "-m", "sitlpool", "serve"]
 
@@ -65,8 +65,8 @@ def test_initialize_is_answered_once_and_as_the_sdk_answers_it(procs, env, versi
     [first] = by_id(resp, 1)  # one answer: the SDK's own was swallowed ...
     assert "differs" not in err, err  # ... and it said the same as ours (the server compares them)
     r = first["result"]
-    assert r["protocolVersion"] == (version if version != "1999-01-01" else stdio_wire.protocol_versions()[0][-1])
-    assert r["serverInfo"]["name"] == "sitlpool" and r["serverInfo"]["version"] == stdio_wire.version() != ""
+    assert r["protocolVersion"] == (version if version != "1999-01-01" else early.protocol_versions()[0][-1])
+    assert r["serverInfo"]["name"] == "sitlpool" and r["serverInfo"]["version"] == early.version() != ""
     assert r["capabilities"]["tools"] == {"listChanged": False}
     [tools] = by_id(resp, 2)  # the SDK, now loaded, has the session initialized
     names = {t["name"] for t in tools["result"]["tools"]}
@@ -86,7 +86,7 @@ def meta(**kw):
 
 def test_server_discover_is_answered_early_too(procs, env):
     """The 2026-07-28 protocol opens with ``server/discover`` instead of ``initialize``."""
-    modern = stdio_wire.protocol_versions()[1]
+    modern = early.protocol_versions()[1]
     if not modern:
         pytest.skip("this MCP SDK has no per-request protocol")
     resp, err = talk(
@@ -178,8 +178,8 @@ def test_children_and_stray_prints_cannot_reach_the_wire(procs, env):
 
 def test_a_difference_from_the_sdk_is_logged(caplog):
     """If a new SDK answers differently, the server says so (the test above would fail too)."""
-    w = stdio_wire.Wire(inp=None, out=None)
-    w.answered = {"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25"}}
+    w = wire.Wire(fd=-1, out=None)
+    w.pending[early.id_key(1)] = {"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25"}}
     with caplog.at_level(logging.WARNING, logger="sitlpool.server"):
         assert w.seen_sdk_answer(json.dumps({"jsonrpc": "2.0", "id": 2, "result": {}})) is False  # not that request
         assert w.seen_sdk_answer(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2026-07-28"}}))
@@ -187,10 +187,10 @@ def test_a_difference_from_the_sdk_is_logged(caplog):
     assert "differs" in caplog.text and "2026-07-28" in caplog.text
 
 
-def test_a_server_that_cannot_start_says_why_to_every_request(procs, env):
+def test_a_server_that_cannot_start_says_why_to_every_request(procs, env, tmp_path):
     """Bad settings are found after ``initialize`` was answered: every request then gets
     the reason as its error (what an agent reads), and the server ends with the client."""
-    bad = dict(env, SITLPOOL_POOL="forty")
+    bad = dict(env, SITLPOOL_POOL="forty", XDG_CACHE_HOME=str(tmp_path / "no-cache"))  # tools/list waits for the SDK
     p = procs.popen(SERVE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=bad)
     out, err = p.communicate(
         b"".join(

@@ -80,7 +80,7 @@ def test_a_request_the_sdk_refuses_is_not_answered_early(procs, env, method, whe
     assert rc == 0 and "differs" not in err
 
 
-def test_serve_ray_with_nothing_listening_answers_with_the_reason(procs, env):
+def test_serve_ray_with_nothing_listening_answers_with_the_reason(procs, env, tmp_path):
     """``--ray 127.0.0.1:PORT`` where nothing listens (the head is not running): every
     request gets the reason. Today ray.init retries for ever (> 10 min measured): the
     client's tools/list is never answered."""
@@ -93,7 +93,7 @@ def test_serve_ray_with_nothing_listening_answers_with_the_reason(procs, env):
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=env,
+            env=dict(env, XDG_CACHE_HOME=str(tmp_path / "no-cache")),  # no cached tool list: the SDK answers tools/list
             bufsize=0,
         )
         p.stdin.write(line(init(1)) + line(INITED) + line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
@@ -183,6 +183,7 @@ def test_an_sdk_that_fails_to_load_after_the_early_answer_says_why(procs, env, t
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text('raise ImportError("simulated broken MCP SDK install")\n')
     broken = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path / "shadow"), env.get("PYTHONPATH")])))
+    broken["XDG_CACHE_HOME"] = str(tmp_path / "no-cache")  # no tool list cached: tools/list waits for the SDK
     p = procs.popen(
         [sys.executable, "-m", "sitlpool", "serve"],
         stdin=subprocess.PIPE,

@@ -1,0 +1,100 @@
+"""What ``wait_until`` waits for: the wait-condition language, next to the flight rules.
+
+A condition is a name and a value (``altitude_above`` 9.5, ``mode`` "GUIDED", ``reached`` 2 m
+of the last goto, ``mission_item`` 3, ...), turned into a predicate ``pred(vehicle, t0)`` on the
+vehicle's state; ``t0`` is when the wait began (``text`` looks only at texts since then).
+Values are checked when the predicate is built, so a bad value is refused before any wait.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .errors import SessionError
+from .flight import MAX_ALTITUDE_M, Flight, check_finite
+from .mavlink import mission
+
+#: every condition ``wait_until`` knows, in the order the MCP tool's description names them
+CONDITIONS = (
+    "altitude_above",
+    "altitude_below",
+    "armed",
+    "disarmed",
+    "mode",
+    "reached",
+    "landed",
+    "text",
+    "ready_to_arm",
+    "mission_item",
+    "mission_done",
+)
+REACHED_RADIUS_M = 2.0  # ``reached`` without a value: within 2 m of the last goto target
+
+Predicate = Callable[[Any, float], bool]
+
+
+def check_condition(condition: str) -> None:
+    if condition not in CONDITIONS:
+        raise SessionError(f"unknown condition {condition!r}; use one of {', '.join(CONDITIONS)}")
+
+
+def predicate(
+    flight: Flight, condition: str, value=None, last_goto: tuple[float, float, float] | None = None
+) -> Predicate:
+    """``pred(vehicle, t0)`` for ``condition`` with ``value`` on ``flight``'s vehicle;
+    ``last_goto`` (lat, lon, altitude above home) is the target ``reached`` measures from."""
+    check_condition(condition)
+    if condition in ("mission_item", "mission_done"):
+        return mission.predicate(flight.link, condition, value)
+    if condition == "ready_to_arm":
+        return lambda v, t0: flight.readiness()[0]
+    if condition in ("altitude_above", "altitude_below"):
+        x = _metres(condition, value)
+        if condition == "altitude_above":
+            return lambda v, t0: v.rel_alt is not None and v.rel_alt >= x
+        return lambda v, t0: v.rel_alt is not None and v.rel_alt <= x
+    if condition == "armed":
+        return lambda v, t0: v.armed
+    if condition == "disarmed":
+        return lambda v, t0: not v.armed
+    if condition == "landed":
+        return lambda v, t0: not v.armed or (v.rel_alt is not None and v.rel_alt < 0.3 and abs(v.climb) < 0.1)
+    if condition == "mode":
+        if not value:
+            raise SessionError("condition mode needs the mode name as value, e.g. GUIDED")
+        want = str(value).upper()
+        return lambda v, t0: v.mode == want
+    if condition == "text":
+        if not value:
+            raise SessionError("condition text needs the text to look for as value")
+        return lambda v, t0: any(str(value) in t for when, _, t in list(v.texts) if when >= t0 - 0.01)
+    return _reached(value, last_goto)
+
+
+def _metres(condition: str, value) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise SessionError(f"condition {condition} needs a number as value (metres), got {value!r}") from None
+    return check_finite(x, f"condition {condition}'s value", -MAX_ALTITUDE_M, MAX_ALTITUDE_M, "m")
+
+
+def _reached(value, last_goto: tuple[float, float, float] | None) -> Predicate:
+    if last_goto is None:
+        raise SessionError("condition reached needs a goto first: it means within a radius of the last goto target")
+    radius = check_finite(value, "reached radius", 0, 100000, "m") if value not in (None, "") else REACHED_RADIUS_M
+    lat, lon, alt = last_goto
+
+    def reached(v, t0) -> bool:
+        if v.lat is None:
+            return False
+        dn = math.radians(v.lat - lat) * 6378137.0
+        de = math.radians(v.lon - lon) * 6378137.0 * math.cos(math.radians(lat))
+        return math.hypot(dn, de) <= radius and abs((v.rel_alt or 0) - alt) <= max(1.0, radius)
+
+    return reached
+
+
+__all__ = ["CONDITIONS", "REACHED_RADIUS_M", "Predicate", "check_condition", "predicate"]

@@ -1,0 +1,103 @@
+"""Tools for the server, the pool and sessions: server_info, list_instances, lease_instance,
+release_instance, kill_instance, open_sitl, attach_sitl, close_sitl, list_sessions."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from ...sessions import Sessions
+from ...status import instances_document
+from .common import ACT, DESTRUCTIVE, IDEM, RO, Call
+
+
+def instances_seen_by(sessions: Sessions, all_: bool = False) -> dict:
+    """``status.instances_document`` seen from this server's sessions and leases."""
+    mine = {s.handle.instance: s.id for s in sessions.open_sessions() if s.kind == "managed"}
+    return instances_document(sessions.settings, sessions.pool, all_, sessions=mine, leases=sessions.leases)
+
+
+def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
+    @mcp.tool(annotations=RO)
+    async def server_info() -> dict:
+        """This server: its id, pool, lock dir, sessions, and what it reaped at start."""
+        s = sessions
+        await call(s.wait_started)
+        return {
+            "server_id": s.server_id,
+            "pid": os.getpid(),
+            "pool": list(s.pool.pool),
+            "lock_dir": str(s.pool.lock_dir),
+            "data_dir": str(s.settings.data_dir),
+            "sitl_binary": str(s.settings.sitl_binary or "built-in vehicle"),
+            "sessions": len(s.open_sessions()),
+            "reaped_at_start": [r.as_dict() for r in s.reaped],
+            "uptime_s": round(time.time() - s.started, 1),
+        }
+
+    @mcp.tool(annotations=RO)
+    async def list_instances(all: bool = False) -> dict:
+        """Every leased instance (any process, any lock file), SITLs running without a lease, and with all=True the free pool instances."""
+        return await call(instances_seen_by, sessions, all)
+
+    @mcp.tool(annotations=ACT)
+    async def lease_instance(owner: str, instance: int | None = None, wait_s: float = 0) -> dict:
+        """Reserve an instance for something you launch yourself (held until release_instance or this server exits)."""
+        lease = await call(sessions.lease, owner, instance, wait_s)
+        return {"instance": lease.instance, "owner": lease.owner, "ports": lease.ports.as_dict()}
+
+    @mcp.tool(annotations=IDEM)
+    async def release_instance(instance: int) -> dict:
+        """Release an instance leased with lease_instance."""
+        await call(sessions.release, instance)
+        return {"released": instance}
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    async def kill_instance(instance: int, force: bool = False) -> dict:
+        """Kill a stray SITL on an instance nobody holds (refused, naming the holder, if someone does)."""
+        return (await call(sessions.kill_instance, instance, force)).as_dict()
+
+    @mcp.tool(annotations=ACT)
+    async def open_sitl(
+        model: str = "quad",
+        instance: int | None = None,
+        label: str | None = None,
+        speedup: float = 1,
+        home: str | None = None,
+        params: dict[str, float] | None = None,
+        wipe: bool = True,
+        wait_s: float = 0,
+    ) -> dict:
+        """Launch a SITL on a leased instance (the configured binary or the built-in vehicle) and connect to it.
+        model: quad (default), hexa, ... or plane (real ArduPlane beside the configured ArduCopter; the built-in vehicle is a copter only).
+        home: "lat,lon,alt_m,heading_deg"."""
+        return (await call(sessions.open, model, instance, label, speedup, home, params, wipe, wait_s)).info()
+
+    @mcp.tool(annotations=ACT)
+    async def attach_sitl(
+        instance: int | None = None,
+        endpoint: str | None = None,
+        label: str | None = None,
+        control: bool = False,
+        force: bool = False,
+    ) -> dict:
+        """Attach to a SITL someone else runs (by instance or tcp:HOST:PORT); read-only unless control=True.
+        control=True on an instance another holder leases is refused, naming the holder; force=True overrides (logged)."""
+        if (instance is None) == (endpoint is None):
+            raise ToolError(
+                "attach_sitl needs exactly one of instance or endpoint (e.g. endpoint='tcp:127.0.0.1:5762')"
+            )
+        return (await call(sessions.attach, instance, endpoint, label, control, force)).info()
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    async def close_sitl(session_id: str) -> dict:
+        """Close a session: a launched SITL is stopped and its lease released; an attached one is only detached."""
+        return await call(sessions.close, session_id)
+
+    @mcp.tool(annotations=RO)
+    async def list_sessions() -> list[dict]:
+        """This server's sessions."""
+        return [s.info() for s in sessions.open_sessions()]
