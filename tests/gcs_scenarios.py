@@ -480,11 +480,17 @@ class Autotest(Gcs):
     def upload(self, items: list[tuple], *, use_int: bool = True) -> dict:
         """items: (frame, command, current, params1-4, x(lat), y(lon), z); item 0 is home.
         Returns what the vehicle asked with and its MISSION_ACK type."""
+        while self.m.recv_match(blocking=False) is not None:  # late answers to an earlier exchange
+            pass
         self.m.mav.mission_count_send(1, 1, len(items), 0)
         asked = []
+        ack = None
         for _ in items:
-            req = self.recv(("MISSION_REQUEST_INT", "MISSION_REQUEST"), 5)
+            req = self.recv(("MISSION_REQUEST_INT", "MISSION_REQUEST", "MISSION_ACK"), 5)
             if req is None:
+                break
+            if req.get_type() == "MISSION_ACK":  # an item refused: the upload ends there
+                ack = req
                 break
             asked.append(req.get_type())
             frame, command, current, p1, p2, p3, p4, lat, lon, z = items[req.seq]
@@ -508,7 +514,8 @@ class Autotest(Gcs):
                 )
             else:
                 self.m.mav.mission_item_send(1, 1, req.seq, frame, command, current, 1, p1, p2, p3, p4, lat, lon, z, 0)
-        ack = self.recv("MISSION_ACK", 5)
+        if ack is None:
+            ack = self.recv("MISSION_ACK", 5)
         return {"asked_with": sorted(set(asked)), "asked": len(asked), "ack": None if ack is None else ack.type}
 
     def download(self, *, use_int: bool = True) -> list | None:

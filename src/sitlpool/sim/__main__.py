@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"--defaults: no such parameter file {f}", file=sys.stderr)
             sys.exit(1)
 
-    from .server import SimConfig, Simulator
+    from .server import SimConfig, Simulator  # here: --help and a bad command line answer before pymavlink loads
 
     cfg = SimConfig(
         a.instance,

@@ -1,4 +1,6 @@
-"""The simulator process: SITL's ports, one client per TCP port, the main loop."""
+"""The simulator process: SITL's ports, one client per TCP port, the main loop, and MAVLink in
+(a table from message type to handler; commands in ``commands``, missions in
+``mission_protocol``)."""
 
 from __future__ import annotations
 
@@ -10,12 +12,18 @@ import socket
 import struct
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..instances import ports as instance_ports
-from . import telemetry
-from .copter import FORCE_MAGIC, MODES, Copter, MissionItem, mavlink
+from . import commands, telemetry
+from .copter import Copter, mavlink
+from .dataflash_observer import DataFlashObserver
+from .ftp import FtpServer
+from .links import Link
+from .mission_protocol import MissionProtocol
 from .params import SYSID, Params
 
 A = mavlink
@@ -23,29 +31,9 @@ TICK_S = 0.04  # wall seconds per main-loop tick (25 Hz)
 BOOT_S = 0.45  # wall seconds from the first client to "ArduPilot Ready" (as real SITL)
 MAX_SUBSTEP = 0.05  # sim seconds per physics sub-step
 STREAMS = telemetry.STREAMS
-MSG_IDS, MSG_NAMES = telemetry.MSG_IDS, telemetry.MSG_NAMES
 OUTBUF_LIMIT = 1 << 20
-# ArduPilot stores mission frames in their float form: an _INT frame comes back as its twin
-STORED_FRAME = {
-    A.MAV_FRAME_GLOBAL_INT: A.MAV_FRAME_GLOBAL,
-    A.MAV_FRAME_GLOBAL_RELATIVE_ALT_INT: A.MAV_FRAME_GLOBAL_RELATIVE_ALT,
-    A.MAV_FRAME_GLOBAL_TERRAIN_ALT_INT: A.MAV_FRAME_GLOBAL_TERRAIN_ALT,
-}
 STATUSTEXT_ID = A.MAVLINK_MSG_ID_STATUSTEXT
-TEXTED_RESULTS = {  # ArduCopter's answer on the ground: result and the texts it says
-    A.MAV_CMD_DO_MOTOR_TEST: (
-        0,
-        [(A.MAV_SEVERITY_INFO, "starting motor test"), (A.MAV_SEVERITY_INFO, "finished motor test")],
-    ),
-    A.MAV_CMD_CONTROL_HIGH_LATENCY: (0, [(A.MAV_SEVERITY_INFO, "High Latency disabled")]),
-    A.MAV_CMD_DO_LAND_START: (
-        4,
-        [
-            (A.MAV_SEVERITY_WARNING, "Unable to start landing sequence"),
-            (A.MAV_SEVERITY_WARNING, "Mode change to AUTO RTL failed: No landing sequence found"),
-        ],
-    ),
-}
+
 STREAM_PARAMS = {
     "RAW_SENS": A.MAV_DATA_STREAM_RAW_SENSORS,
     "EXT_STAT": A.MAV_DATA_STREAM_EXTENDED_STATUS,
@@ -55,69 +43,10 @@ STREAM_PARAMS = {
     "EXTRA2": A.MAV_DATA_STREAM_EXTRA2,
     "EXTRA3": A.MAV_DATA_STREAM_EXTRA3,
 }
-# results ArduCopter 4.7 SITL gives, disarmed on the ground, for commands the sim has nothing
-# to simulate for (measured with all parameters 0); anything not listed is UNSUPPORTED
-PASSIVE_RESULTS = {
-    A.MAV_CMD_DO_SET_RELAY: 0,
-    A.MAV_CMD_DO_REPEAT_RELAY: 0,
-    A.MAV_CMD_DO_SET_ROI_LOCATION: 0,
-    A.MAV_CMD_DO_SET_ROI: 0,
-    A.MAV_CMD_DO_DIGICAM_CONFIGURE: 0,
-    A.MAV_CMD_DO_DIGICAM_CONTROL: 0,
-    A.MAV_CMD_DO_SET_CAM_TRIGG_DIST: 0,
-    A.MAV_CMD_DO_FENCE_ENABLE: 0,
-    A.MAV_CMD_DO_PARACHUTE: 0,
-    A.MAV_CMD_DO_SPRAYER: 0,
-    A.MAV_CMD_START_RX_PAIR: 0,
-    A.MAV_CMD_BATTERY_RESET: 0,
-    43004: 0,
-    A.MAV_CMD_NAV_LOITER_UNLIM: 0,
-    A.MAV_CMD_NAV_VTOL_LAND: 0,
-    A.MAV_CMD_DO_SET_ROI_NONE: 0,
-    A.MAV_CMD_AIRFRAME_CONFIGURATION: 0,
-    A.MAV_CMD_DO_FLIGHTTERMINATION: 4,
-    A.MAV_CMD_DO_GRIPPER: 4,
-    A.MAV_CMD_DO_MOUNT_CONFIGURE: 4,
-    A.MAV_CMD_DO_MOUNT_CONTROL: 4,
-    A.MAV_CMD_IMAGE_START_CAPTURE: 4,
-    A.MAV_CMD_VIDEO_START_CAPTURE: 4,
-    A.MAV_CMD_VIDEO_STOP_CAPTURE: 4,
-    A.MAV_CMD_ACCELCAL_VEHICLE_POS: 4,
-    A.MAV_CMD_DO_WINCH: 4,
-    A.MAV_CMD_NAV_VTOL_TAKEOFF: 4,
-    A.MAV_CMD_IMAGE_STOP_CAPTURE: 0,
-    42001: 0,
-    42003: 0,
-    42006: 0,  # the Solo buttons, FIXED_MAG_CAL_YAW
-    A.MAV_CMD_PREFLIGHT_STORAGE: 2,
-}
-
-
-def _f32(x: float) -> float:
-    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-@dataclass
-class Link:
-    """One served TCP client on one serial port."""
-
-    name: str
-    sock: socket.socket
-    parser: object
-    encoder: object
-    # ArduCopter 4.7 streams nothing but HEARTBEAT on any port until a client asks
-    # (REQUEST_DATA_STREAM, SET_MESSAGE_INTERVAL): Hz of sim time per message name
-    rates: dict[str, float] = field(default_factory=dict)
-    due: dict[str, float] = field(default_factory=dict)
-    hb_interval: float = 1.0
-    out: bytearray = field(default_factory=bytearray)
-    upload: dict | None = None  # a mission upload in progress: count, items, type
-    active: bool = False  # has sent us MAVLink: ArduPilot sends STATUSTEXTs only to such links
-    warned: set = field(default_factory=set)
 
 
 @dataclass
@@ -136,6 +65,8 @@ class SimConfig:
 
 
 class Simulator:
+    HANDLERS: dict[str, Handler]  # below the class
+
     def __init__(self, cfg: SimConfig):
         self.cfg = cfg
         self.ports = instance_ports(cfg.instance, cfg.base_port)
@@ -145,14 +76,19 @@ class Simulator:
         self.links: dict[str, Link] = {}
         self.reboot_requested = False
         self.rc_sock: socket.socket | None = None
+        self.started = 0.0  # wall time of the first client (boot starts)
+        self.boot_heartbeat = False
         Path("logs").mkdir(exist_ok=True)
         self.params = Params(Path("eeprom.bin"), cfg.defaults, cfg.wipe, cfg.sysid, cfg.speedup)
         self.copter = Copter(self.params, cfg.home, cfg.ready_delay, self.send, self.request_reboot)
-        self.ftp_server = None  # created on a client's first MAVFTP request (keeps start-up short)
+        # logs/NNNNNNNN.BIN as ArduCopter writes them: from arming (or boot with LOG_DISARMED)
+        self.copter.observers.append(DataFlashObserver(Path("logs")))
+        self.ftp_server: FtpServer | None = None  # made at a client's first MAVFTP request
+        self.missions = MissionProtocol(self)
         self.copter.on_home = self._home_changed
         self.copter.on_health_change = lambda: self.send(self.msg("SYS_STATUS"))
 
-    def msg(self, name: str):
+    def msg(self, name: str) -> Any:
         return telemetry.build(self.copter, name)
 
     def _home_changed(self) -> None:
@@ -232,7 +168,7 @@ class Simulator:
         del self.links[link.name]
         self.sel.register(self.listeners[link.name], selectors.EVENT_READ, ("listen", link.name))
 
-    def send(self, msg, link: Link | None = None) -> None:
+    def send(self, msg: Any, link: Link | None = None) -> None:
         if msg is None:
             return
         text = link is None and msg.get_msgId() == STATUSTEXT_ID
@@ -326,22 +262,10 @@ class Simulator:
             if self.reboot_requested:
                 self.reboot()
 
-    def upload_timers(self, lk: Link, t: float) -> None:
-        """As ArduPilot: ask again every second of silence; give up after 8 s (OPERATION_CANCELLED)."""
-        up = lk.upload
-        if t - up["last"] >= 8.0:
-            lk.upload = None
-            self.send(A.MAVLink_mission_ack_message(*up["to"], A.MAV_MISSION_OPERATION_CANCELLED, 0), lk)
-            self.copter.text(A.MAV_SEVERITY_WARNING, "Mission upload timeout")
-        elif t - up["asked"] >= 1.0:
-            up["asked"] = t
-            self.send(A.MAVLink_mission_request_message(*up["to"], len(up["items"]), 0), lk)
-
     def telemetry(self) -> None:
         t = self.copter.t
         for lk in list(self.links.values()):
-            if lk.upload is not None:
-                self.upload_timers(lk, t)
+            self.missions.timers(lk, t)
             if lk.hb_interval > 0 and t >= lk.due.get("HEARTBEAT", 0.0):
                 lk.due["HEARTBEAT"] = t + lk.hb_interval
                 self.send(self.msg("HEARTBEAT"), lk)
@@ -377,6 +301,8 @@ class Simulator:
                 self.handle(m, lk)
 
     def read_rc(self) -> None:
+        if self.rc_sock is None:
+            return
         try:
             while True:
                 data = self.rc_sock.recv(1024)
@@ -401,214 +327,120 @@ class Simulator:
 
     # ---- MAVLink in -------------------------------------------------------------
 
-    def handle(self, m, lk: Link) -> None:
+    def handle(self, m: Any, lk: Link) -> None:
         t = m.get_type()
-        c = self.copter
-        sysid = int(self.params.get(SYSID, 1))
         target = getattr(m, "target_system", None)
-        if target not in (None, 0, sysid) and t not in ("PING", "TIMESYNC"):
+        if target not in (None, 0, int(self.params.get(SYSID, 1))) and t not in ("PING", "TIMESYNC"):
             return
-        if t == "COMMAND_LONG":
-            self.command(m.command, [m.param1, m.param2, m.param3, m.param4, m.param5, m.param6, m.param7], lk, m)
-        elif t == "COMMAND_INT":
-            self.command(
-                m.command, [m.param1, m.param2, m.param3, m.param4, m.x / 1e7, m.y / 1e7, m.z], lk, m, frame=m.frame
-            )
-        elif t == "SET_MODE":
-            c.set_mode(m.custom_mode, lk)
-        elif t == "PARAM_REQUEST_LIST":
-            self.banner()  # ArduPilot sends its banner when a GCS fetches the parameters
-            for i, name in enumerate(self.params.names):
-                self.param_value(name, lk, i)
-        elif t == "PARAM_REQUEST_READ":
-            name = (
-                m.param_id
-                if m.param_index < 0
-                else (self.params.names[m.param_index] if m.param_index < len(self.params.names) else None)
-            )
-            name = name.rstrip("\x00") if isinstance(name, str) else name
-            if name in self.params.values:
-                self.param_value(name, lk)
-        elif t == "PARAM_SET":
-            name = m.param_id.rstrip("\x00") if isinstance(m.param_id, str) else m.param_id
-            if self.params.set(name, m.param_value):
-                if name == "SIM_SPEEDUP" and m.param_value > 0:
-                    self.cfg.speedup = float(m.param_value)
-                if name[:3] == "MAV" and name[3:4].isdigit() and name[5:] in STREAM_PARAMS:
-                    link = self.links.get(f"serial{int(name[3]) - 1}")
-                    if link is not None:
-                        self.apply_stream_params(link)
-                self.param_value(name, None)  # every GCS hears of a change
-        elif t == "REQUEST_DATA_STREAM":
-            ids = list(STREAMS) if m.req_stream_id == A.MAV_DATA_STREAM_ALL else [m.req_stream_id]
-            hz = float(m.req_message_rate) if m.start_stop else 0.0
-            for sid in ids:
-                for name in STREAMS.get(sid, ()):
-                    lk.rates[name] = hz
-                    lk.due[name] = c.t
-            # ArduPilot keeps the asked rate in the port's MAVn_ parameters (in RAM: not after a reboot)
-            n = int(lk.name[-1]) + 1
-            suffixes = [k for k, sid in STREAM_PARAMS.items() if sid in ids]
-            if m.req_stream_id == A.MAV_DATA_STREAM_ALL:
-                suffixes += ["RAW_CTRL", "ADSB"]
-            self.params.set_in_ram({f"MAV{n}_{k}": hz for k in suffixes})
-        elif t == "SET_POSITION_TARGET_GLOBAL_INT":
-            if (m.type_mask & 0b111) != 0b111:
-                c.goto(m.lat_int / 1e7, m.lon_int / 1e7, c.alt_from(m.coordinate_frame, m.alt))
-            elif (m.type_mask & 0b111000) != 0b111000:
-                c.set_velocity(m.vx, m.vy, m.vz)
-        elif t == "SET_POSITION_TARGET_LOCAL_NED":
-            self._local_target(m)
-        elif t in ("MISSION_ITEM", "MISSION_ITEM_INT") and m.current == 2:
-            scale = 1e7 if t == "MISSION_ITEM_INT" else 1.0  # a guided go-to (dronekit's simple_goto)
-            ok = c.goto(m.x / scale, m.y / scale, c.alt_from(m.frame, m.z))
-            self.send(
-                A.MAVLink_mission_ack_message(
-                    m.get_srcSystem(), m.get_srcComponent(), A.MAV_MISSION_ACCEPTED if ok else A.MAV_MISSION_ERROR, 0
-                ),
-                lk,
-            )
-        elif t in (
-            "MISSION_COUNT",
-            "MISSION_ITEM",
-            "MISSION_ITEM_INT",
-            "MISSION_REQUEST_LIST",
-            "MISSION_REQUEST",
-            "MISSION_REQUEST_INT",
-            "MISSION_CLEAR_ALL",
-            "MISSION_SET_CURRENT",
-        ):
-            self.mission_protocol(t, m, lk)
-        elif t == "FILE_TRANSFER_PROTOCOL":
-            self.ftp(m, lk)
-        elif t == "RC_CHANNELS_OVERRIDE":
-            c.rc_override(m.chan3_raw)
-        elif t == "PING" and m.target_system == 0:
+        if t in MissionProtocol.MESSAGES and not (t in ("MISSION_ITEM", "MISSION_ITEM_INT") and m.current == 2):
+            self.missions.handle(t, m, lk)
+            return
+        handler = self.HANDLERS.get(t)
+        if handler is not None:
+            handler(self, m, lk)
+
+    def _command_long(self, m: Any, lk: Link) -> None:
+        p = [m.param1, m.param2, m.param3, m.param4, m.param5, m.param6, m.param7]
+        self.command(commands.Call(m.command, p, lk), m)
+
+    def _command_int(self, m: Any, lk: Link) -> None:
+        p = [m.param1, m.param2, m.param3, m.param4, m.x / 1e7, m.y / 1e7, m.z]
+        self.command(commands.Call(m.command, p, lk, frame=m.frame), m)
+
+    def command(self, call: commands.Call, m: Any) -> None:
+        """COMMAND_LONG / COMMAND_INT: the handler's result in a COMMAND_ACK, then what it left to send."""
+        c = self.copter
+        # what the command says goes out after its ACK, as ArduPilot queues texts (while it boots
+        # it sends them at once, before the ACK)
+        c.held_texts = None if c.booting else []
+        try:
+            r = commands.handle(self, call)
+        finally:
+            held, c.held_texts = c.held_texts, None
+        self.send(A.MAVLink_command_ack_message(call.cmd, r, 0, 0, m.get_srcSystem(), m.get_srcComponent()), call.link)
+        if call.after is not None:
+            self.send(call.after, call.link)
+        for severity, text in held or ():
+            c.text(severity, text)
+
+    def _set_mode(self, m: Any, lk: Link) -> None:
+        self.copter.set_mode(m.custom_mode, lk)
+
+    def _param_request_list(self, m: Any, lk: Link) -> None:
+        self.banner()  # ArduPilot sends its banner when a GCS fetches the parameters
+        for i, name in enumerate(self.params.names):
+            self.param_value(name, lk, i)
+
+    def _param_request_read(self, m: Any, lk: Link) -> None:
+        names = self.params.names
+        name = m.param_id if m.param_index < 0 else (names[m.param_index] if m.param_index < len(names) else None)
+        name = name.rstrip("\x00") if isinstance(name, str) else name
+        if name in self.params.values:
+            self.param_value(name, lk)
+
+    def _param_set(self, m: Any, lk: Link) -> None:
+        name = m.param_id.rstrip("\x00") if isinstance(m.param_id, str) else m.param_id
+        if not self.params.set(name, m.param_value):
+            return
+        if name == "SIM_SPEEDUP" and m.param_value > 0:
+            self.cfg.speedup = float(m.param_value)
+        if name[:3] == "MAV" and name[3:4].isdigit() and name[5:] in STREAM_PARAMS:
+            link = self.links.get(f"serial{int(name[3]) - 1}")
+            if link is not None:
+                self.apply_stream_params(link)
+        self.param_value(name, None)  # every GCS hears of a change
+        self.copter.notify("on_param", name, self.params[name])
+
+    def _request_data_stream(self, m: Any, lk: Link) -> None:
+        ids = list(STREAMS) if m.req_stream_id == A.MAV_DATA_STREAM_ALL else [m.req_stream_id]
+        hz = float(m.req_message_rate) if m.start_stop else 0.0
+        for sid in ids:
+            for name in STREAMS.get(sid, ()):
+                lk.rates[name] = hz
+                lk.due[name] = self.copter.t
+        # ArduPilot keeps the asked rate in the port's MAVn_ parameters (in RAM: not after a reboot)
+        n = int(lk.name[-1]) + 1
+        suffixes = [k for k, sid in STREAM_PARAMS.items() if sid in ids]
+        if m.req_stream_id == A.MAV_DATA_STREAM_ALL:
+            suffixes += ["RAW_CTRL", "ADSB"]
+        self.params.set_in_ram({f"MAV{n}_{k}": hz for k in suffixes})
+
+    def _global_target(self, m: Any, lk: Link) -> None:
+        c = self.copter
+        if (m.type_mask & 0b111) != 0b111:
+            c.goto(m.lat_int / 1e7, m.lon_int / 1e7, c.alt_from(m.coordinate_frame, m.alt))
+        elif (m.type_mask & 0b111000) != 0b111000:
+            c.set_velocity(m.vx, m.vy, m.vz)
+
+    def _guided_mission_item(self, m: Any, lk: Link) -> None:
+        """A MISSION_ITEM(_INT) with current=2: a guided go-to (dronekit's simple_goto)."""
+        c = self.copter
+        scale = 1e7 if m.get_type() == "MISSION_ITEM_INT" else 1.0
+        ok = c.goto(m.x / scale, m.y / scale, c.alt_from(m.frame, m.z))
+        result = A.MAV_MISSION_ACCEPTED if ok else A.MAV_MISSION_ERROR
+        self.send(A.MAVLink_mission_ack_message(m.get_srcSystem(), m.get_srcComponent(), result, 0), lk)
+
+    def _ping(self, m: Any, lk: Link) -> None:
+        if m.target_system == 0:
             self.send(A.MAVLink_ping_message(m.time_usec, m.seq, m.get_srcSystem(), m.get_srcComponent()), lk)
-        elif t == "TIMESYNC" and m.tc1 == 0:
+
+    def _timesync(self, m: Any, lk: Link) -> None:
+        if m.tc1 == 0:
             self.send(A.MAVLink_timesync_message(time.monotonic_ns(), m.ts1), lk)
 
     def banner(self) -> None:
         for tx in (*telemetry.BANNER, telemetry.frame_text(self.copter)):
             self.copter.text(A.MAV_SEVERITY_INFO, tx)
 
-    def ftp(self, m, lk: Link) -> None:
+    def ftp(self, m: Any, lk: Link) -> None:
         if self.ftp_server is None:
-            from .ftp import FtpServer
-
             self.ftp_server = FtpServer(self.params)
         for reply in self.ftp_server.handle(bytes(m.payload)):
             self.send(
                 A.MAVLink_file_transfer_protocol_message(0, m.get_srcSystem(), m.get_srcComponent(), list(reply)), lk
             )
 
-    def mission_protocol(self, t: str, m, lk: Link) -> None:
-        """Mission upload, download, clear and set-current, as ArduPilot 4.7 answers them:
-        items kept exactly as uploaded (frames and altitudes), item 0 is home, uploads are
-        pulled with MISSION_REQUEST, a MISSION_REQUEST is answered with MISSION_ITEM plus a
-        warning. Fence and rally lists are empty."""
-        c = self.copter
-        to = (m.get_srcSystem(), m.get_srcComponent())
-        mtype = getattr(m, "mission_type", 0)
-
-        def ack(result: int) -> None:
-            self.send(A.MAVLink_mission_ack_message(*to, result, mtype), lk)
-
-        def warn_once(text: str) -> None:
-            if text not in lk.warned:
-                lk.warned.add(text)
-                c.text(A.MAV_SEVERITY_WARNING, text)
-
-        if mtype != A.MAV_MISSION_TYPE_MISSION:
-            if t == "MISSION_REQUEST_LIST":
-                self.send(A.MAVLink_mission_count_message(*to, 0, mtype), lk)
-            elif t in ("MISSION_CLEAR_ALL",) or (t == "MISSION_COUNT" and m.count == 0):
-                ack(A.MAV_MISSION_ACCEPTED)
-            elif t in ("MISSION_COUNT", "MISSION_ITEM", "MISSION_ITEM_INT", "MISSION_REQUEST", "MISSION_REQUEST_INT"):
-                ack(A.MAV_MISSION_UNSUPPORTED)
-            return
-        if t == "MISSION_COUNT":
-            if m.count == 0:
-                c.set_mission([])
-                ack(A.MAV_MISSION_ACCEPTED)
-                return
-            lk.upload = {"count": m.count, "items": [], "to": to, "last": c.t, "asked": c.t}
-            self.send(A.MAVLink_mission_request_message(*to, 0, mtype), lk)
-        elif t in ("MISSION_ITEM", "MISSION_ITEM_INT"):
-            up = lk.upload
-            if up is None:
-                ack(A.MAV_MISSION_DENIED)
-                return
-            if t == "MISSION_ITEM":
-                warn_once("got MISSION_ITEM; GCS should send MISSION_ITEM_INT")
-            if m.seq == len(up["items"]):
-                if t == "MISSION_ITEM_INT":
-                    lat, lon = m.x / 1e7, m.y / 1e7
-                else:  # ArduPilot converts float degrees in single precision: keep what it keeps
-                    lat, lon = _f32(_f32(m.x) * 1e7) / 1e7, _f32(_f32(m.y) * 1e7) / 1e7
-                up["items"].append(
-                    MissionItem(
-                        m.command,
-                        lat,
-                        lon,
-                        float(m.z),
-                        (m.param1, m.param2, m.param3, m.param4),
-                        STORED_FRAME.get(m.frame, m.frame),
-                        m.autocontinue,
-                    )
-                )
-            if len(up["items"]) < up["count"]:
-                up["last"] = up["asked"] = c.t
-                self.send(A.MAVLink_mission_request_message(*to, len(up["items"]), mtype), lk)
-                return
-            c.set_mission(up["items"])
-            lk.upload = None
-            ack(A.MAV_MISSION_ACCEPTED)
-            c.text(A.MAV_SEVERITY_INFO, "Flight plan received")
-        elif t == "MISSION_REQUEST_LIST":
-            self.send(A.MAVLink_mission_count_message(*to, len(c.mission), mtype), lk)
-        elif t in ("MISSION_REQUEST", "MISSION_REQUEST_INT"):
-            if not 0 <= m.seq < len(c.mission):
-                ack(A.MAV_MISSION_INVALID_SEQUENCE)
-                return
-            it = c.mission[m.seq]
-            if m.seq == 0:  # home, as ArduPilot reports it
-                it = MissionItem(A.MAV_CMD_NAV_WAYPOINT, *c.latlon(home=True), c.home_alt, frame=A.MAV_FRAME_GLOBAL)
-            if t == "MISSION_REQUEST_INT":
-                self.send(
-                    A.MAVLink_mission_item_int_message(
-                        *to,
-                        m.seq,
-                        it.frame,
-                        it.command,
-                        0,
-                        it.autocontinue,
-                        *it.params,
-                        int(round(it.lat * 1e7)),
-                        int(round(it.lon * 1e7)),
-                        it.alt,
-                        mtype,
-                    ),
-                    lk,
-                )
-            else:
-                self.send(
-                    A.MAVLink_mission_item_message(
-                        *to, m.seq, it.frame, it.command, 0, it.autocontinue, *it.params, it.lat, it.lon, it.alt, mtype
-                    ),
-                    lk,
-                )
-                warn_once("got MISSION_REQUEST; use MISSION_REQUEST_INT!")
-        elif t == "MISSION_CLEAR_ALL":
-            c.set_mission([])
-            ack(A.MAV_MISSION_ACCEPTED)
-        elif t == "MISSION_SET_CURRENT":
-            if 0 < m.seq < len(c.mission):
-                c.mission_seq = m.seq
-                c.mission_done = False
-                self.send(c.mission_current())
-
-    def _local_target(self, m) -> bool:
+    def _local_target(self, m: Any, lk: Link | None = None) -> bool:
         """SET_POSITION_TARGET_LOCAL_NED: a position (LOCAL_NED from home; *_OFFSET_NED from
         here, BODY rotated by the heading) or, when positions are masked out, a velocity."""
         c = self.copter
@@ -638,111 +470,22 @@ class Simulator:
             lk,
         )
 
-    def command(self, cmd: int, p: list[float], lk: Link, m, frame: int | None = None) -> None:
-        """COMMAND_LONG / COMMAND_INT (``frame`` given; p[4], p[5] in degrees)."""
-        c = self.copter
-        after = None  # something to send after the ACK
-        if cmd == A.MAV_CMD_COMPONENT_ARM_DISARM:
-            force = int(p[1]) == FORCE_MAGIC
-            r = c.arm(force, lk) if p[0] >= 0.5 else c.disarm(force=force, link=lk)
-        elif cmd == A.MAV_CMD_DO_SET_MODE:
-            r = c.set_mode(int(p[1]), lk) if int(p[0]) & A.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED else A.MAV_RESULT_DENIED
-        elif cmd == A.MAV_CMD_NAV_TAKEOFF:
-            r = c.takeoff(0.0 if math.isnan(p[6]) else p[6], lk)
-        elif cmd == A.MAV_CMD_NAV_LAND:
-            r = c.set_mode(MODES["LAND"], lk)
-        elif cmd == A.MAV_CMD_NAV_RETURN_TO_LAUNCH:
-            r = c.set_mode(MODES["RTL"], lk)
-        elif cmd == A.MAV_CMD_CONDITION_YAW:
-            r = (
-                A.MAV_RESULT_DENIED
-                if math.isnan(p[0])
-                else c.condition_yaw(p[0], bool(p[3] == p[3] and p[3]), -1 if p[2] == -1 else 1)
-            )
-        elif cmd == A.MAV_CMD_DO_CHANGE_SPEED:
-            r = c.change_speed(p[1])
-        elif cmd == A.MAV_CMD_DO_REPOSITION:
-            if frame is None:
-                r = A.MAV_RESULT_UNSUPPORTED  # ArduCopter takes DO_REPOSITION only as COMMAND_INT
-            else:
-                if int(p[1]) & 1 and c.mode != MODES["GUIDED"]:
-                    c.set_mode(MODES["GUIDED"], lk)
-                # NaN or 0 latitude/longitude and NaN altitude mean "where it is", as on ArduPilot
-                lat, lon = (p[4], p[5]) if (p[4] or p[5]) and not math.isnan(p[4] + p[5]) else c.latlon()
-                alt = c.alt if math.isnan(p[6]) else c.alt_from(frame, p[6])
-                r = A.MAV_RESULT_ACCEPTED if c.goto(lat, lon, alt) else A.MAV_RESULT_FAILED
-        elif cmd == A.MAV_CMD_PREFLIGHT_REBOOT_SHUTDOWN:
-            r = c.reboot(lk) if int(p[0]) == 1 else A.MAV_RESULT_UNSUPPORTED
-        elif cmd == A.MAV_CMD_SET_MESSAGE_INTERVAL:
-            name = MSG_NAMES.get(int(p[0]))
-            r = A.MAV_RESULT_ACCEPTED if name else A.MAV_RESULT_FAILED
-            us = p[1]
-            if name == "HEARTBEAT":
-                lk.hb_interval = 1.0 if us == 0 else (0.0 if us < 0 else us / 1e6)
-            elif name:
-                lk.rates[name] = 0.0 if us <= 0 else 1e6 / us
-                lk.due[name] = c.t
-        elif cmd == A.MAV_CMD_GET_MESSAGE_INTERVAL:
-            name = MSG_NAMES.get(int(p[0]))
-            r = A.MAV_RESULT_ACCEPTED if name else A.MAV_RESULT_FAILED
-            if name:
-                hz = (
-                    (1.0 / lk.hb_interval if lk.hb_interval else 0.0)
-                    if name == "HEARTBEAT"
-                    else lk.rates.get(name, 0.0)
-                )
-                after = A.MAVLink_message_interval_message(int(p[0]), int(1e6 / hz) if hz > 0 else -1)
-        elif cmd in (A.MAV_CMD_REQUEST_MESSAGE, A.MAV_CMD_GET_HOME_POSITION, A.MAV_CMD_REQUEST_AUTOPILOT_CAPABILITIES):
-            mid = {
-                A.MAV_CMD_GET_HOME_POSITION: A.MAVLINK_MSG_ID_HOME_POSITION,
-                A.MAV_CMD_REQUEST_AUTOPILOT_CAPABILITIES: A.MAVLINK_MSG_ID_AUTOPILOT_VERSION,
-            }.get(cmd, int(p[0]))
-            name = MSG_NAMES.get(mid)
-            if cmd == A.MAV_CMD_REQUEST_AUTOPILOT_CAPABILITIES and int(p[0]) != 1:
-                name = None
-            r = A.MAV_RESULT_ACCEPTED if name or mid == A.MAVLINK_MSG_ID_PARAM_VALUE else A.MAV_RESULT_FAILED
-            after = self.msg(name) if name else None  # None (e.g. no home yet): accepted, nothing sent
-        elif cmd == A.MAV_CMD_MISSION_START:
-            r = c.set_mode(MODES["AUTO"], lk)
-            first = int(p[0])
-            if r == A.MAV_RESULT_ACCEPTED:
-                if 0 < first < len(c.mission):
-                    c.mission_seq, c.mission_done = first, False
-                c.mission_started = True
-        elif cmd == A.MAV_CMD_DO_SET_MISSION_CURRENT:
-            seq = int(p[0])
-            r = A.MAV_RESULT_ACCEPTED if 0 < seq < len(c.mission) else A.MAV_RESULT_FAILED
-            if r == A.MAV_RESULT_ACCEPTED:
-                c.mission_seq, c.mission_done = seq, False
-                after = c.mission_current()
-        elif cmd == A.MAV_CMD_DO_SET_HOME:
-            if int(p[0]) == 1 or not (p[4] or p[5]):
-                if c.home_set:
-                    c.set_home_here()
-            else:
-                c.home_n, c.home_e = c.local(p[4], p[5])
-                c.home_up = c.alt_from(frame if frame is not None else A.MAV_FRAME_GLOBAL, p[6])
-                c.home_changed()
-            r = A.MAV_RESULT_ACCEPTED
-        elif cmd == A.MAV_CMD_DO_SEND_BANNER:
-            self.banner()
-            r = A.MAV_RESULT_ACCEPTED
-        elif cmd in (A.MAV_CMD_DO_SET_SERVO, A.MAV_CMD_DO_REPEAT_SERVO):
-            # channels 1-4 drive the motors: refused; any other output takes the value
-            r = A.MAV_RESULT_ACCEPTED if 5 <= int(p[0]) <= 32 else A.MAV_RESULT_FAILED
-        elif cmd == A.MAV_CMD_SET_EKF_SOURCE_SET:
-            r = A.MAV_RESULT_ACCEPTED if 1 <= int(p[0]) <= 3 else A.MAV_RESULT_DENIED
-        elif cmd in TEXTED_RESULTS:
-            r, texts = TEXTED_RESULTS[cmd]
-            for sev, tx in texts:
-                c.text(sev, tx)
-        elif cmd == A.MAV_CMD_DO_PAUSE_CONTINUE:
-            r = c.pause(int(p[0]) == 0)
-        elif cmd == A.MAV_CMD_DO_AUX_FUNCTION:
-            c.text(A.MAV_SEVERITY_INFO, f"Invalid channel option ({int(p[0])})")
-            r = A.MAV_RESULT_FAILED
-        else:
-            r = PASSIVE_RESULTS.get(cmd, A.MAV_RESULT_UNSUPPORTED)
-        self.send(A.MAVLink_command_ack_message(cmd, r, 0, 0, m.get_srcSystem(), m.get_srcComponent()), lk)
-        if after is not None:
-            self.send(after, lk)
+
+Handler = Callable[[Simulator, Any, Link], Any]
+Simulator.HANDLERS = {  # MAVLink message type -> handler (MISSION_* go to MissionProtocol first)
+    "COMMAND_LONG": Simulator._command_long,
+    "COMMAND_INT": Simulator._command_int,
+    "SET_MODE": Simulator._set_mode,
+    "PARAM_REQUEST_LIST": Simulator._param_request_list,
+    "PARAM_REQUEST_READ": Simulator._param_request_read,
+    "PARAM_SET": Simulator._param_set,
+    "REQUEST_DATA_STREAM": Simulator._request_data_stream,
+    "SET_POSITION_TARGET_GLOBAL_INT": Simulator._global_target,
+    "SET_POSITION_TARGET_LOCAL_NED": Simulator._local_target,
+    "MISSION_ITEM": Simulator._guided_mission_item,
+    "MISSION_ITEM_INT": Simulator._guided_mission_item,
+    "FILE_TRANSFER_PROTOCOL": Simulator.ftp,
+    "RC_CHANNELS_OVERRIDE": lambda sim, m, lk: sim.copter.rc_override(m.chan3_raw),
+    "PING": Simulator._ping,
+    "TIMESYNC": Simulator._timesync,
+}
