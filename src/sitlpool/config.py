@@ -23,6 +23,20 @@ DEFAULT_POOL = "40-59"
 ENV_PREFIX = "SITLPOOL_"
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to about ``limit`` characters: a message quotes what was given
+    without repeating megabytes of it."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + "...'" + f" ({len(str(value))} characters)"
+
+
+def _instance_number(text: str) -> int | None:
+    # ASCII digits only: int() would also take '١٠٠', '1_0' and the '-105' of '100--105'
+    if len(text) > 12:  # no instance has more digits; int() refuses past 4300 with its own message
+        return None if strict_int(text[:12], signed=False) is None else 10**12
+    return strict_int(text, signed=False)
+
+
 def parse_pool(text: str) -> tuple[int, ...]:
     """Parse ``"40-59"`` or ``"40,41,45-47"`` into instances, in the order written."""
     hint = 'write instance numbers and ranges separated by commas, e.g. SITLPOOL_POOL="40-59" or "40,41,45-47"'
@@ -33,23 +47,24 @@ def parse_pool(text: str) -> tuple[int, ...]:
         if not tok:
             continue
         lo_s, sep, hi_s = tok.partition("-")
-        # ASCII digits only: int() would also take '١٠٠', '1_0' and the '-105' of '100--105'
-        lo = strict_int(lo_s.strip(), signed=False)
-        hi = strict_int(hi_s.strip(), signed=False) if sep else lo
+        lo = _instance_number(lo_s.strip())
+        hi = _instance_number(hi_s.strip()) if sep else lo
         if lo is None or hi is None:
-            raise ConfigError(f"pool {text!r}: {tok!r} is not a number or a range; {hint}")
+            raise ConfigError(f"pool {shown(text)}: {shown(tok)} is not a number or a range; {hint}")
         if sep and hi < lo:
-            raise ConfigError(f"pool {text!r}: range {tok!r} runs backwards; write it as {hi}-{lo}")
+            raise ConfigError(f"pool {shown(text)}: range {shown(tok)} runs backwards; write it as {hi}-{lo}")
         for n in range(lo, hi + 1):
             why = unusable(n)
             if why:
-                raise ConfigError(f"pool {text!r}: {why}; leave instance {n} out of the pool")
+                if n >= 10**12:
+                    raise ConfigError(f"pool {shown(text)}: {shown(tok)} is no instance number (too large); {hint}")
+                raise ConfigError(f"pool {shown(text)}: {why}; leave instance {n} out of the pool")
             if n in seen:
-                raise ConfigError(f"pool {text!r}: instance {n} appears twice; write each instance once")
+                raise ConfigError(f"pool {shown(text)}: instance {n} appears twice; write each instance once")
             seen.add(n)
             out.append(n)
     if not out:
-        raise ConfigError(f"pool {text!r} is empty; {hint}")
+        raise ConfigError(f"pool {shown(text)} is empty; {hint}")
     return tuple(out)
 
 
@@ -79,21 +94,25 @@ def default_data_dir(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def _env(environ: Mapping[str, str], name: str) -> str | None:
-    # names match case-insensitively (as pydantic-settings did); an empty value is unset
+    # names match case-insensitively (as pydantic-settings did); an empty value is unset.
+    # Two spellings with two values (SITLPOOL_POOL and sitlpool_pool) are refused: which one
+    # won depended on the order of the environment, so two processes could read two pools
     want = ENV_PREFIX + name.upper()
-    for k, v in environ.items():
-        if k.upper() == want and v != "":
-            return v
-    return None
+    found = {k: v for k, v in environ.items() if k.upper() == want and v != ""}
+    if len(set(found.values())) > 1:
+        both = " and ".join(f"{k}={shown(v, 40)}" for k, v in sorted(found.items()))
+        raise ConfigError(f"{want} is set twice, with two values ({both}); unset all but one")
+    return next(iter(found.values()), None)
 
 
 # ---- the fields: each one's parser, default and meaning ------------------------------------
 
 
 def _path(v: Any) -> Path:
-    if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
-        raise ValueError(f"{v!r} is not a path; give a directory path")
-    return Path(v).expanduser()
+    if not isinstance(v, (str, os.PathLike)) or not str(os.fspath(v)).strip() or "\0" in str(os.fspath(v)):
+        raise ValueError(f"{shown(v)} is not a path; give a path, e.g. /var/lib/sitlpool")
+    # absolute from here on: a launch runs its SITL in another working directory
+    return Path(v).expanduser().absolute()
 
 
 def _optional_path(v: Any) -> Path | None:
@@ -119,12 +138,17 @@ def _pool(v: Any) -> tuple[int, ...]:
 def _number(gt: float, le: float = math.inf) -> Callable[[Any], float]:
     def parse(v: Any) -> float:
         try:
+            # ASCII only, as pydantic read it: float() also takes '١٠' and '１０'
+            if isinstance(v, str) and not v.isascii():
+                raise ValueError(v)
             x = float(v.strip() if isinstance(v, str) else v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             x = math.nan
         if isinstance(v, bool) or not math.isfinite(x) or x <= gt or x > le:
             upper = f" and at most {le:g}" if le != math.inf else ""
-            raise ValueError(f"{v!r} is not a finite number above {gt:g}{upper}; give one")
+            raise ValueError(
+                f"{shown(v)} is not a finite number above {gt:g}{upper}; give one in ASCII digits, e.g. 2.5"
+            )
         return x
 
     return parse

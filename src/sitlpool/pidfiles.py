@@ -76,9 +76,16 @@ class PidRecord:
         return f"pid {self.pid} (group {self.pgid}, {Path(self.binary).name}, launched by {self.owner or '?'} pid {self.holder_pid})"
 
 
+#: what ``ensure_dir`` gives what it creates in a group-shared data dir: group-writable,
+#: setgid (files keep the group) and sticky (only a file's owner may unlink or replace it: a
+#: member cannot remove another's ``sitl.pid`` or ``run.json``, and so what proves that
+#: user's leftovers, nor swap a directory of theirs)
+SHARED_DIR_MODE = 0o3775
+
+
 def ensure_dir(data_dir: Path, instance: int) -> Path:
     """Create ``sessions/<instance>`` if needed. In a group-shared data dir (group-writable)
-    what is created is group-writable too (setgid): otherwise, with the usual umask 022,
+    what is created is group-writable too (setgid, sticky): otherwise, with the usual umask 022,
     the first user to launch on an instance would own its directory, and every other
     member's launch there (or anywhere, for ``sessions/`` itself) would fail."""
     d = session_dir(data_dir, instance)
@@ -93,7 +100,7 @@ def ensure_dir(data_dir: Path, instance: int) -> Path:
         except FileExistsError:
             continue
         if shared:
-            os.chmod(path, 0o2775)  # the umask cut the group's write bit at mkdir
+            os.chmod(path, SHARED_DIR_MODE)  # the umask cut the group's write bit at mkdir
     return d
 
 
@@ -151,6 +158,26 @@ def write(data_dir: Path, rec: PidRecord) -> Path:
             pass
         raise
     return path
+
+
+def foreign_record(data_dir: Path, instance: int) -> str | None:
+    """Why this user cannot write ``instance``'s ``sitl.pid`` now, or None: another user's
+    record there, in a sticky directory (``SHARED_DIR_MODE``) that keeps it from everyone but
+    its owner and the directory's. A launcher checks this under the lease, after reaping,
+    so a pool scan moves on to the next instance instead of failing the launch."""
+    d = session_dir(data_dir, instance)
+    me = os.geteuid()
+    try:
+        dst = os.lstat(d)
+        st = os.lstat(d / PID_FILE)
+    except OSError:
+        return None
+    if me == 0 or st.st_uid == me or dst.st_uid == me or not dst.st_mode & stat.S_ISVTX:
+        return None
+    return (
+        f"{d / PID_FILE} belongs to uid {st.st_uid}, and the sticky directory lets only its owner "
+        "remove it; that user (or the directory's owner) must remove it"
+    )
 
 
 def check_dir(data_dir: Path, instance: int) -> Path:
@@ -364,17 +391,74 @@ def load_run(data_dir: Path, instance: int) -> RunRecord | None:
 
 
 def remove_run(data_dir: Path, instance: int, token: str | None = None) -> None:
-    """Remove the run record (only if it still holds ``token``, when given); never raises."""
+    """Remove the run record and its process list (only if they still hold ``token``, when
+    given); never raises."""
     try:
-        path = check_dir(data_dir, instance) / RUN_FILE
+        d = check_dir(data_dir, instance)
+        if token is None or _run_pids_token(d / RUN_PIDS_FILE) == token:
+            _unlink_regular(d / RUN_PIDS_FILE)
         if token is not None:
             rec = load_run(data_dir, instance)
             if rec is None or rec.token != token:
                 return
-        if stat.S_ISREG(os.lstat(path).st_mode):
-            path.unlink()
+        _unlink_regular(d / RUN_FILE)
     except (BadEntry, OSError):
         pass
+
+
+def _unlink_regular(path: Path) -> None:
+    try:
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            path.unlink()
+    except OSError:
+        pass
+
+
+#: ``sessions/<n>/run.pids``: the guardian's list of what its command runs, rewritten as it
+#: changes: ``<token>`` on the first line, then ``<pid> <start ticks>`` a line. It proves a
+#: leftover that dropped the token from its environment (``env -i``) once run and guardian died.
+RUN_PIDS_FILE = "run.pids"
+
+
+def write_run_pids(data_dir: Path, instance: int, token: str, pids: list[tuple[int, int]]) -> None:
+    """Write the guardian's process list atomically (temp file + rename)."""
+    d = check_dir(data_dir, instance)
+    tmp = d / f".{RUN_PIDS_FILE}.{os.getpid()}.tmp"
+    try:
+        with open(open_new(tmp), "w") as f:
+            f.write(token + "\n" + "".join(f"{p} {t}\n" for p, t in pids))
+        os.replace(tmp, d / RUN_PIDS_FILE)
+    except BaseException:
+        _unlink_regular(tmp)
+        raise
+
+
+def _run_pids_token(path: Path) -> str | None:
+    try:
+        got = read_regular(path)
+    except BadEntry:
+        return None
+    return None if got is None else got[0].split(b"\n", 1)[0].decode(errors="replace")
+
+
+def load_run_pids(data_dir: Path, instance: int, token: str, uid: int | None) -> set[tuple[int, int]]:
+    """The ``(pid, start ticks)`` the guardian of the run with ``token`` last listed, if its
+    file is ``uid``'s and names that token; else none (junk never raises)."""
+    try:
+        got = read_regular(check_dir(data_dir, instance) / RUN_PIDS_FILE)
+    except BadEntry:
+        return set()
+    if got is None or got[1].st_uid != uid or len(got[0]) > MAX_SIZE:
+        return set()
+    lines = got[0].decode("ascii", errors="replace").split("\n")
+    if lines[0] != token:
+        return set()
+    out = set()
+    for line in lines[1:]:
+        pid, _, ticks = line.partition(" ")
+        if pid.isascii() and pid.isdigit() and ticks.isascii() and ticks.isdigit() and len(pid + ticks) < 40:
+            out.add((int(pid), int(ticks)))
+    return out
 
 
 def instances_with_runs(data_dir: Path) -> list[int]:

@@ -34,7 +34,8 @@ def pool_status(settings: Any = None, all_: bool = False) -> dict:
         h["sitl"] = _sitl(s.data_dir, h["instance"])
     # an instance nobody holds but whose ports a process took (a SITL started without a
     # lease) is "ports taken", never free: acquire would skip it
-    av = pool.availability({h["instance"] for h in doc["held"]}).as_dict()
+    availability = pool.availability({h["instance"] for h in doc["held"]})
+    av = availability.as_dict()
     doc["running_without_lease"] = [d.as_dict() for d in discover(s, pool)]
     doc["free_count"] = len(av["free"])
     doc["ports_taken"] = av["ports_taken"]
@@ -43,7 +44,8 @@ def pool_status(settings: Any = None, all_: bool = False) -> dict:
     # what each launcher's link last saw (stale if it is gone)
     doc["live"], bad_states = statefile.scan_all(s.data_dir)
     # entries of sessions/ that name no usable instance, state files that cannot be read
-    doc["unreadable"] = pidfiles.scan(s.data_dir)[1] + bad_states
+    # and pool instances whose lock file a scan refuses (a symlink, a FIFO...): never "free"
+    doc["unreadable"] = pidfiles.scan(s.data_dir)[1] + bad_states + list(availability.unusable.values())
     return doc
 
 
@@ -92,9 +94,13 @@ def instances_document(
         out["warnings"] = [warning]
     if all_:
         heldset = {h["instance"] for h in held}
-        unleased = [n for n in pool.pool if n not in heldset]
+        bad = pool.bad_lock_files()  # a lock file a scan refuses: never free
+        unleased = [n for n in pool.pool if n not in heldset and n not in bad]
         busy_free = taken([ports(n) for n in unleased])  # an unleased SITL holds them: not free
         out["free"] = [n for n in unleased if n not in busy_free]
+        unusable = [why for n, why in bad.items() if n not in heldset]
+        if unusable:
+            out["unusable"] = unusable
         if busy_free:
             name_holders([b for bs in busy_free.values() for b in bs])
             out["ports_taken"] = [

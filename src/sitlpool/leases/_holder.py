@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._record import format_age
@@ -77,6 +77,7 @@ class Availability:
 
     free: list[int]
     ports_taken: dict[int, list]  # instance -> [ports.BusyPort], holders named
+    unusable: dict[int, str] = field(default_factory=dict)  # instance -> why its lock file is refused
 
     def as_dict(self) -> dict:
         return {

@@ -31,7 +31,16 @@ from ..instances import out_of_range, ports, unusable
 from ._holder import Availability, Holder
 from ._lease import Lease
 from ._proclocks import dev_key, flock_keepers, read_proc_locks, unlinked_lock_names
-from ._record import MAX_RECORD_OWNER, lock_instance, lock_path, read_record, validate_owner, write_record
+from ._record import (
+    MAX_RECORD_OWNER,
+    file_kind,
+    linked_lock_file,
+    lock_instance,
+    lock_path,
+    read_record,
+    validate_owner,
+    write_record,
+)
 from ._waiter import Inotify
 
 OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -147,9 +156,10 @@ class LeasePool:
     def _open(self, instance: int) -> tuple[int, bool]:
         """Open (creating if needed) the lock file of ``instance``: ``(fd, writable)``."""
         path = self._path_str(instance)
+        created = False
+        writable = True
         try:
             fd = os.open(path, os.O_RDWR | OPEN_FLAGS)
-            created = False
         except FileNotFoundError:
             self._ensure_dir()
             try:
@@ -165,8 +175,9 @@ class LeasePool:
                 self._open_error(path, e)
         except PermissionError:
             # a lock file someone else created without group write: flock still works read-only
+            # (checked as any other: a FIFO or a directory opened read-only is no lock file either)
             try:
-                return os.open(path, os.O_RDONLY | OPEN_FLAGS), False
+                fd, writable = os.open(path, os.O_RDONLY | OPEN_FLAGS), False
             except OSError as e:
                 self._open_error(path, e)
         except OSError as e:
@@ -175,6 +186,9 @@ class LeasePool:
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise BadLockFile(f"lock file {path} is not a regular file; remove it after checking who made it")
+        if st.st_nlink > 1:
+            os.close(fd)
+            raise BadLockFile(linked_lock_file(path, st.st_nlink))
         if created:
             try:
                 dmode = os.stat(self.lock_dir).st_mode
@@ -182,7 +196,7 @@ class LeasePool:
                     os.fchmod(fd, 0o664)
             except OSError:
                 pass
-        return fd, True
+        return fd, writable
 
     def _open_error(self, path: str, e: OSError) -> NoReturn:
         # each of these concerns this one file: a pool scan skips its instance (BadLockFile)
@@ -196,6 +210,14 @@ class LeasePool:
             raise BadLockFile(
                 f"cannot open lock file {path}: {e.strerror}; its owner must make it readable (mode 0664) "
                 "or remove it after checking who made it"
+            ) from None
+        try:  # a socket (ENXIO) or another file that is no lock file: this instance only
+            mode = os.lstat(path).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise BadLockFile(
+                f"lock file {path} is {file_kind(mode)}, which sitlpool refuses; remove it after checking who made it"
             ) from None
         raise LockDirError(
             f"cannot open lock file {path}: {e.strerror}; check the permissions of {self.lock_dir}"
@@ -438,14 +460,44 @@ class LeasePool:
         held = {h.instance for h in self.status()}
         return [n for n in self.pool if n not in held]
 
+    def bad_lock_files(self) -> dict[int, str]:
+        """Pool instances whose lock file a pool scan refuses (a symlink, a directory, a FIFO,
+        a socket where a regular file belongs), each with why: never free, whatever their ports."""
+        out = {}
+        for n in self.pool:
+            path = self._path_str(n)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                out[n] = (
+                    f"lock file {path} is {file_kind(st.st_mode)}, which sitlpool refuses; "
+                    "remove it after checking who made it"
+                )
+            elif st.st_nlink > 1:
+                out[n] = linked_lock_file(path, st.st_nlink)
+            elif not os.access(path, os.R_OK, follow_symlinks=False):
+                out[n] = (
+                    f"cannot open lock file {path}: permission denied; its owner must make it readable "
+                    "(mode 0664) or remove it after checking who made it"
+                )
+        return out
+
     def availability(self, held: Iterable[int] | None = None) -> Availability:
         """The pool instances nobody holds (``held``: those known held, else read from the
-        lock directory), split into free and ports taken (one probe of all their ports,
-        the holders named). What ``status`` and ``list_instances`` show."""
+        lock directory), split into free, ports taken (one probe of all their ports, the
+        holders named) and unusable (a lock file a scan refuses). What ``status`` and
+        ``list_instances`` show."""
         from ..ports import name_holders, taken  # `leases status` never probes (socket: ~10 ms)
 
         heldset = {h.instance for h in self.status()} if held is None else set(held)
-        unheld = [n for n in self.pool if n not in heldset]
+        bad = self.bad_lock_files()
+        unheld = [n for n in self.pool if n not in heldset and n not in bad]
         busy = taken([ports(n) for n in unheld])
         name_holders([b for bs in busy.values() for b in bs])  # one /proc scan for all of them
-        return Availability([n for n in unheld if n not in busy], {n: busy[n] for n in unheld if n in busy})
+        return Availability(
+            [n for n in unheld if n not in busy],
+            {n: busy[n] for n in unheld if n in busy},
+            {n: why for n, why in bad.items() if n not in heldset},
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from pathlib import Path
 
@@ -30,6 +31,27 @@ def lock_instance(name: str) -> int | None:
     """The instance a lock file's name stands for, or None for any other name."""
     m = LOCK_NAME.match(name)
     return None if m is None or out_of_range(int(m.group(1))) else int(m.group(1))
+
+
+def linked_lock_file(path: str, names: int) -> str:
+    # a hard link between two lock files (a member may link any file it can write) made one
+    # flock stand for two instances: leasing one showed the other held by the same holder
+    return (
+        f"lock file {path} has {names} names (a hard link: one lock would stand for two instances or files); "
+        "remove the extra name after checking who made it"
+    )
+
+
+def file_kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
 
 
 def format_age(seconds: float | None) -> str:
