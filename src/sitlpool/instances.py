@@ -122,6 +122,8 @@ def strict_int(text: str, signed: bool = True) -> int | None:
     ``signed``), else None."""
     if not isinstance(text, str) or not _DECIMAL.fullmatch(text) or (not signed and text.startswith("-")):
         return None
+    if len(text.lstrip("-")) > 20:  # no instance, port or count has more digits; int() of 5000 digits raises
+        return None
     return int(text)
 
 

@@ -105,21 +105,31 @@ def test_serve_ray_with_nothing_listening_answers_with_the_reason(procs, env, tm
         closed.close()
 
 
-STUBBORN = """
-import os, signal, sys
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-print(os.getpid(), flush=True)
-sys.stdin.read()
+# A lease whose holder died while a child it forked keeps the flock (the child shares the open
+# file description): what `sitlpool run`'s guardian prevents for its own commands, and what any
+# other tool sharing the lock directory can still leave behind.
+KEEPER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, f"someone else\\t{os.getpid()}\\t{time.time()}\\n".encode())
+if os.fork() == 0:
+    print(os.getpid(), flush=True)
+    sys.stdin.read()
+    os._exit(0)
+time.sleep(3600)
 """
 
 
 def test_kept_by_names_only_processes_that_hold_the_lock(env, instances, procs):
     """A process that merely has the lock file open (a ``run --wait`` waiting for it; the
-    ``sitlpool kill`` asking, whose failed try_lock caches the fd) is not keeping the lease.
-    Today both are listed in kept_by (kill names itself in its own refusal)."""
+    ``sitlpool kill`` asking, whose failed try_lock caches the fd) is not keeping the lease:
+    only the child that inherited the dead holder's flock is named."""
     n = instances[0]
+    lock = os.path.join(env["SITLPOOL_DATA_DIR"], "leases", f"instance-{n}.lock")
+    os.makedirs(os.path.dirname(lock), exist_ok=True)
     run = procs.popen(
-        [sys.executable, "-m", "sitlpool", "run", "--instance", str(n), "--", sys.executable, "-c", STUBBORN],
+        [sys.executable, "-c", KEEPER, lock],
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -135,7 +145,6 @@ def test_kept_by_names_only_processes_that_hold_the_lock(env, instances, procs):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    lock = os.path.join(env["SITLPOOL_DATA_DIR"], "leases", f"instance-{n}.lock")
 
     def waiter_has_it_open():
         try:
