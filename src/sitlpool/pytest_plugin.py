@@ -6,6 +6,14 @@ connected link), ``sitl_factory`` (several per test), ``attached_sitl`` (read-on
 attach to ``--sitl-attach N|ENDPOINT``). Marker: ``@pytest.mark.sitl(model=...,
 speedup=..., params={...})``. Nothing is shared between workers but the leases: a
 killed worker's leases die with it, and its SITLs exit with their parent.
+
+Flight logs: the log store keeps every SITL's DataFlash logs when it stops (after the
+test). A failing test's logs are pinned (never pruned by the budget) and named in its
+report: a section ``sitlpool logs (kept at teardown)`` and ``user_properties``
+(``sitlpool_log_id`` / ``sitlpool_log_path``, in JUnit XML as properties). They are only
+known once the test's SITLs stop, so they travel in the teardown report, which xdist sends on
+and the failure summary shows; the failed call's own section names the live log.
+``--sitl-keep-logs`` does the same for every test.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from .errors import SitlpoolError
 from .leases import LeasePool
 from .mavlink.recorder import attach
 from .picture import save_link
-from .process import ManagedManager, UnmanagedManager
+from .process import ManagedManager, ManagedSitl, UnmanagedManager, UnmanagedSitl
 from .process.managed import stderr_tail
 
 if TYPE_CHECKING:
@@ -43,7 +51,12 @@ OPTIONS = {  # option -> (ini key, help)
     "--sitl-attach": ("sitl_attach", "instance number or tcp:HOST:PORT for the attached_sitl fixture"),
     "--sitl-ray": ("sitl_ray", "a Ray cluster (HOST:PORT of its head) to place the sitl fixtures' SITLs on"),
 }
-STASH = pytest.StashKey[list]()
+KEEP_LOGS_HELP = "pin every test's SITL logs in the log store and name them in its report (default: a failing test's)"
+LOGS_SECTION = "sitlpool logs (kept at teardown)"  # "teardown" in the name: the failure summary shows it
+STASH = pytest.StashKey[list]()  # the test's Sitl handles
+FAILED = pytest.StashKey[bool]()  # its setup or call failed
+LIVE = pytest.StashKey[dict]()  # vehicle name -> the log it was writing when the test failed
+CTX = pytest.StashKey["_Ctx"]()  # on the config: the session's settings, once a fixture read them
 
 __all__ = ["Sitl"]
 
@@ -62,6 +75,8 @@ def pytest_addoption(parser):
     for opt, (ini, help_) in OPTIONS.items():
         group.addoption(opt, dest=ini, default=None, help=help_)
         parser.addini(ini, help_, default=None)
+    group.addoption("--sitl-keep-logs", dest="sitl_keep_logs", action="store_true", default=None, help=KEEP_LOGS_HELP)
+    parser.addini("sitl_keep_logs", KEEP_LOGS_HELP, type="bool", default=False)
 
 
 def pytest_configure(config):
@@ -89,14 +104,17 @@ class _Ctx:
         self.wait = float(_opt(config, "sitl_wait") or 60)
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self.ray = _opt(config, "sitl_ray")
+        self.keep_logs = bool(_opt(config, "sitl_keep_logs"))
 
 
 @pytest.fixture(scope="session")
 def _sitlpool_ctx(pytestconfig):
     try:
-        return _Ctx(pytestconfig)
+        ctx = _Ctx(pytestconfig)
     except SitlpoolError as e:
         raise pytest.UsageError(str(e)) from None
+    pytestconfig.stash[CTX] = ctx
+    return ctx
 
 
 def _owner(ctx: _Ctx, request, what: str) -> str:
@@ -158,6 +176,7 @@ def sitl_factory(_sitlpool_ctx: _Ctx, request: pytest.FixtureRequest) -> Iterato
 
     yield make
     manager.close_all()
+    _stopped(request, ctx)
 
 
 @pytest.fixture
@@ -182,31 +201,118 @@ def attached_sitl(_sitlpool_ctx, request, pytestconfig):
     request.node.stash[STASH] = [s]
     yield s
     m.close_all()
+    _stopped(request, _sitlpool_ctx)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    if rep.when != "call" or not rep.failed:
+    if rep.when == "teardown":
+        _report_logs(item, rep)
         return
+    if not rep.failed:
+        return
+    item.stash[FAILED] = True
+    if rep.when == "call":
+        for s in item.stash.get(STASH, []):
+            rep.sections.append((f"sitlpool: {s.handle.name}", "\n".join(_vehicle_lines(item, s))))
+
+
+def _vehicle_lines(item, s: Sitl) -> list[str]:
+    """What a failing test's report says of one of its vehicles, while it still runs."""
+    h = s.handle
+    state = f"dead: {h.status.reason if h.status else 'ended'}" if h.dead else "running"
+    lines = [f"instance {h.instance}, pid {h.pid}, {state}"]
+    if h.link is not None:
+        v = h.link.vehicle
+        lines.append(f"mode {v.mode}, armed {v.armed}, relative altitude {v.rel_alt} m")
+        lines.append("last STATUSTEXTs:")
+        lines += [f"  {t}" for _, _, t in list(v.texts)[-10:]] or ["  (none)"]
+        try:  # a failure to draw never hides the report
+            d = Path(item.config._tmp_path_factory.getbasetemp()) / "sitlpool-pictures"
+            p = save_link(h.link, d / f"{item.name}-{h.name}.png", title=f"{item.nodeid} ({h.name})")
+            lines.append(f"flight picture: {p}")
+        except Exception as e:  # pragma: no cover
+            lines.append(f"flight picture: not drawn ({e})")
+    live = _live(s)  # kept and pinned once the SITL stops (the teardown section names it)
+    item.stash.setdefault(LIVE, {})[h.name] = live
+    lines.append(f"log being written: {live if live is not None else '(none yet)'}")
+    cwd = getattr(h, "cwd", None)
+    if cwd is not None:
+        tail = stderr_tail(Path(cwd) / "stderr", 15)
+        lines.append("tail of the SITL's stderr:")
+        lines += [f"  {t}" for t in tail.splitlines()] or ["  (empty)"]
+    return lines
+
+
+def _report_logs(item, rep) -> None:
+    """Name a failing test's kept logs in its teardown report (every test's with
+    --sitl-keep-logs), pinned; its SITLs stopped (their logs kept) before this report."""
+    ctx = item.config.stash.get(CTX, None)
+    if ctx is None or not _wants_logs(item, ctx, rep.failed):
+        return
+    n = len(rep.user_properties)
+    lines = _pin_logs(item, ctx, rep.user_properties)
+    if len(rep.user_properties) > n:
+        lines.append("read one with `sitlpool logs show ID`, or open its path in MAVExplorer")
+    rep.sections.append((LOGS_SECTION, "\n".join(lines)))
+
+
+def _wants_logs(item, ctx: _Ctx, failed: bool = False) -> bool:
+    return bool(item.stash.get(STASH, [])) and (ctx.keep_logs or failed or item.stash.get(FAILED, False))
+
+
+def _pin_logs(item, ctx: _Ctx, props: list | None = None) -> list[str]:
+    """Pin the kept logs of the test's SITLs (already stopped); one line per log (or per SITL
+    that left none) for the report, and ``sitlpool_log_id``/``_path`` pairs added to ``props``."""
+    lines: list[str] = []
+    store = None
     for s in item.stash.get(STASH, []):
-        h = s.handle
-        lines = [f"instance {h.instance}, pid {h.pid}, {'dead: ' + h.status.reason if h.dead else 'running'}"]
-        if h.link is not None:
-            v = h.link.vehicle
-            lines.append(f"mode {v.mode}, armed {v.armed}, relative altitude {v.rel_alt} m")
-            lines.append("last STATUSTEXTs:")
-            lines += [f"  {t}" for _, _, t in list(v.texts)[-10:]] or ["  (none)"]
-            try:  # a failure to draw never hides the report
-                d = Path(item.config._tmp_path_factory.getbasetemp()) / "sitlpool-pictures"
-                p = save_link(h.link, d / f"{item.name}-{h.name}.png", title=f"{item.nodeid} ({h.name})")
-                lines.append(f"flight picture: {p}")
-            except Exception as e:  # pragma: no cover
-                lines.append(f"flight picture: not drawn ({e})")
-        cwd = getattr(h, "cwd", None)
-        if cwd is not None:
-            tail = stderr_tail(Path(cwd) / "stderr", 15)
-            lines.append("tail of the SITL's stderr:")
-            lines += [f"  {t}" for t in tail.splitlines()] or ["  (empty)"]
-        rep.sections.append((f"sitlpool: {h.name}", "\n".join(lines)))
+        where = f"{s.handle.name} (instance {s.handle.instance})"
+        records = s.kept_logs
+        if not records:
+            lines.append(f"{where}: {_why_none(item, s)}")
+        for r in records:
+            state = "pinned"
+            if not r.pinned:
+                try:
+                    if store is None:
+                        # sitlpool.logs loads pymavlink's DFReader and numpy (~0.5 s): only to pin a log
+                        from .logs import LogStore
+
+                        store = LogStore(ctx.settings.data_dir)
+                    store.pin(r.id)
+                    r.pinned = True  # the handle's record too (sitl.kept_logs)
+                except (SitlpoolError, OSError) as e:  # the log is kept all the same: say so, never fail the run
+                    state = f"kept, not pinned: {e}"
+            lines.append(f"{where}: log {r.id} {r.path} ({state})")
+            if props is not None:
+                props += [("sitlpool_log_id", r.id), ("sitlpool_log_path", r.path)]
+    return lines
+
+
+def _stopped(request: pytest.FixtureRequest, ctx: _Ctx) -> None:
+    """A fixture's SITLs stopped: pin their logs at once if the test failed (or --sitl-keep-logs),
+    before any later teardown can go wrong."""
+    if _wants_logs(request.node, ctx):
+        _pin_logs(request.node, ctx)
+
+
+def _why_none(item, s: Sitl) -> str:
+    h = s.handle
+    live = item.stash.get(LIVE, {}).get(h.name) or (None if h.dead else _live(s))
+    if isinstance(h, UnmanagedSitl):
+        return "attached, not ours: its logs stay where it writes them" + (f" ({live})" if live else "")
+    if not isinstance(h, ManagedSitl):
+        return "its logs are kept on the node it ran on"
+    if live is None:
+        return "no log kept (it wrote none)"
+    return f"no log kept ({'it still writes' if not h.dead else 'it was writing'} {live})"
+
+
+def _live(s: Sitl) -> Path | None:
+    try:
+        return s.log_path
+    except Exception:  # pragma: no cover - only for a line of the report
+        return None

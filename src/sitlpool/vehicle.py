@@ -5,14 +5,22 @@ It wraps any handle of the process contract (``process.base.SitlHandle``): the p
 plugin's fixtures give one over a ``ManagedSitl``/``UnmanagedSitl`` (or a fleet's
 ``RemoteSitl`` with ``--sitl-ray``), and a fleet's ``map`` gives one over the SITL it
 launched on the node. It sits in the flight layer: Ray nodes import it without the
-pytest plugin (``sitlpool.pytest_plugin.Sitl`` is the same class, re-exported)."""
+pytest plugin (``sitlpool.pytest_plugin.Sitl`` is the same class, re-exported).
+
+Its flight's DataFlash log: ``log_path`` while it runs (the log being written, readable live
+with ``sitlpool.logs``), ``kept_logs`` once it stopped (the records of the logs the log store
+kept: ids and paths)."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .flight import Flight
 from .process.base import SitlHandle
+
+if TYPE_CHECKING:
+    from .logs import LogRecord
 
 
 class Sitl:
@@ -27,6 +35,30 @@ class Sitl:
     @property
     def vehicle(self):
         return self.handle.link.vehicle
+
+    @property
+    def log_path(self) -> Path | None:
+        """The DataFlash log the SITL is writing now (``logs/NNNNNNNN.BIN`` in its directory;
+        read it live with ``sitlpool.logs``), or None: no log yet (ArduCopter and the built-in
+        vehicle open one at arming unless ``LOG_DISARMED`` is set), the SITL stopped (see
+        ``kept_logs``), or it runs elsewhere (a Ray node)."""
+        current = getattr(self.handle, "current_log", None)
+        if callable(current):
+            return current()
+        cwd = getattr(self.handle, "cwd", None)
+        if cwd is None or self.handle.dead:
+            return None
+        # sitlpool.logs loads pymavlink's DFReader and numpy (~0.5 s): only when a log is asked for
+        from .logs.sitldir import current_log
+
+        return current_log(Path(cwd) / "logs")
+
+    @property
+    def kept_logs(self) -> list[LogRecord]:
+        """The logs the log store kept when the SITL stopped (``LogRecord``: ``id``, ``path``,
+        ``pinned``...), oldest first; empty while it runs, when it wrote none, or for a SITL
+        that is not ours (an attached one's logs stay where they are)."""
+        return list(getattr(self.handle, "kept_logs", None) or [])
 
     def wait(self, pred, timeout: float = 30) -> bool:
         """Wait until ``pred(vehicle_state)`` holds; False on timeout."""
