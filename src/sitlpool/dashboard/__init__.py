@@ -1,0 +1,1 @@
+"""The live web dashboard of the pool (issue 25)."""
