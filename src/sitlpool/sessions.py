@@ -408,6 +408,9 @@ class Sessions:
         info["closed"] = (
             "SITL stopped, lease released" if s.kind == "managed" else "detached; the SITL was left running"
         )
+        kept = getattr(s.handle, "kept_logs", None)  # the flight's logs, moved to the log store at stop
+        if kept:
+            info["logs"] = [r.id for r in kept]
         return info
 
     def _close(self, s: SessionLike) -> None:

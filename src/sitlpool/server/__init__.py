@@ -4,7 +4,7 @@
   tool list cached by ``toolcache``) while the MCP SDK loads in a thread.
 - ``app``: the server (``build``, ``serve``) on the SDK; ``http``: streamable HTTP behind a
   bearer token.
-- ``tools``: the tools, one module per subject (sessions, flight, parameters, missions,
+- ``tools``: the tools, one module per subject (sessions, flight, parameters, missions, logs, world,
   pictures).
 
 This package imports nothing heavy: ``serve_stdio`` must answer before the SDK is loaded.

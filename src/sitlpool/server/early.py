@@ -21,7 +21,8 @@ INSTRUCTIONS = (
     "ArduPilot SITL sessions on leased instances. open_sitl launches a vehicle you own; attach_sitl watches one "
     "someone else runs (read-only unless control=True). Fly with arm/set_mode/takeoff/goto/land/rtl and wait_until; "
     "snapshot says whether the vehicle is ready to arm and why not (wait_until ready_to_arm waits for it); "
-    "sitlpool applies the vehicle's rules (copter or plane) for you. close_sitl when done."
+    "sitlpool applies the vehicle's rules (copter or plane) for you. close_sitl when done. Every flight's "
+    "DataFlash log is kept: list_logs, log_summary, log_fields (log_id live:<session_id> while it flies)."
 )
 # what the SDK's MCPServer advertises through initialize, and through server/discover (the
 # 2026-07-28 protocol); tests/mcp/test_stdio_wire.py fails if the SDK's own answers differ
