@@ -20,6 +20,7 @@ _EXPORTS = {
     "SitlDied": "errors",
     "NoRoom": "errors",
     "ItemFailed": "errors",
+    "FlightResult": "logfetch",
     "FleetManager": "testing",
     "manager": "testing",
     "RaySessions": "serve",

@@ -21,7 +21,8 @@ class ItemFailed(SitlpoolError):
     """One ``map`` item's failure, returned as that item's result (never raised by ``map``).
 
     ``type``/``message``/``traceback``: what ``fn`` raised; ``texts``: the vehicle's last
-    STATUSTEXTs; ``stderr_tail``: the SITL's stderr; ``host``/``node_id``/``instance``: where."""
+    STATUSTEXTs; ``stderr_tail``: the SITL's stderr; ``host``/``node_id``/``instance``: where;
+    ``logs``: the records of the logs its flight left there (``map(..., keep_logs=True)``)."""
 
     def __init__(self, index: int, item, info: dict):
         self.index = index
@@ -35,6 +36,7 @@ class ItemFailed(SitlpoolError):
         self.node_id = info.get("node_id")
         self.instance = info.get("instance")
         self.attempts = info.get("attempts", 1)
+        self.logs = list(info.get("logs") or [])  # map(..., keep_logs=True): the records of its flight's logs
         where = f" on {self.host} instance {self.instance}" if self.host else ""
         super().__init__(f"item {index} failed{where}: {self.type}: {self.error}")
 
@@ -52,6 +54,7 @@ class ItemFailed(SitlpoolError):
             "node_id": self.node_id,
             "instance": self.instance,
             "attempts": self.attempts,
+            "logs": self.logs,
         }
 
 

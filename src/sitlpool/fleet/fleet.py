@@ -8,6 +8,7 @@ import logging
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -18,8 +19,9 @@ from ..config import ValidatedSettings
 from ..errors import LeaseError, SitlpoolError
 from ..flight import check_finite, resolve_binary
 from ..sessions import check_open_args
-from . import connection, node
+from . import connection, logfetch, node
 from .errors import FleetError, ItemFailed, NoRoom
+from .logfetch import FlightResult
 from .progress import MapProgress, node_key
 from .remote import RemoteSitl, ray_reason, unwrap
 from .resources import RESOURCE, ray_resources
@@ -279,11 +281,14 @@ class Fleet:
         home: str | None = None,
         progress: bool | None = None,
         label: str | None = None,
+        keep_logs: bool = False,
     ) -> list:
         """``fn(sitl, item)`` for each item on a SITL leased on whichever node has room; the
         results in item order. An exception in ``fn`` is that item's result (an
         ``ItemFailed`` with the vehicle's last STATUSTEXTs and the SITL's stderr tail); an
-        item lost with its node is run again elsewhere, up to ``retries`` times."""
+        item lost with its node is run again elsewhere, up to ``retries`` times.
+        ``keep_logs``: each result is a ``FlightResult`` (``result``, ``node_id``, ``host``,
+        ``log_ids``, ``logs``) and each ``ItemFailed`` has ``logs``; ``fetch_log`` copies one here."""
         self._check_usable()
         # what every item shares is checked once, here: not a batch of identical failures
         model, checked, label, home, params = check_open_args(
@@ -295,6 +300,8 @@ class Fleet:
         self._read_settings(total)
         self._check_model(model, wait_s=10)  # a batch can wait for the nodes' settings
         opts = {"model": model, "speedup": speedup, "params": params, "home": home, "label": label}
+        if keep_logs:
+            opts["keep_logs"] = True
         task = _remote(node.run_item, num_cpus=0, max_retries=0, resources={RESOURCE: 1})
         show = progress if progress is not None else _stderr_is_terminal()
         tally = _remote(node.Tally, num_cpus=0).remote() if show else None
@@ -384,7 +391,7 @@ class Fleet:
                             submit(i)
                             continue
                         if out["kind"] == "ok":
-                            results[i] = out["result"]
+                            results[i] = FlightResult(i, out["result"], out) if keep_logs else out["result"]
                         else:
                             results[i] = ItemFailed(i, items[i], {**out, "attempts": attempts[i]})
                         bar.finished(i, node_key(out["host"], out["node_id"]), ok=out["kind"] == "ok")
@@ -394,6 +401,12 @@ class Fleet:
             for a in slots + ([tally] if tally is not None else []):
                 ray.kill(a)
         return results
+
+    def fetch_log(self, node_id: str, log_id: str, dest_dir) -> Path:
+        """Copy a log that node ``node_id`` keeps (a ``FlightResult``'s ``node_id`` and one of
+        its ``log_ids``) to ``dest_dir``; the path of the copy."""
+        self._check_usable()
+        return logfetch.fetch_kept(node_id, log_id, dest_dir)
 
     # ---- the cluster's view ------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from ..process.managed import stderr_tail
 from ..sessions import FLIGHT_ACTIONS, Session, Sessions
 from ..status import pool_status
 from ..vehicle import Sitl
+from . import logfetch
 
 log = logging.getLogger("sitlpool.fleet.node")
 
@@ -193,6 +194,48 @@ class SitlActor:
         """The handle's Status once the SITL ended, else None."""
         return self._session.handle.status if self._session else None
 
+    # ---- its logs ---------------------------------------------------------------------
+
+    def logs(self) -> list[dict]:
+        """The records of the logs this session's SITL left, kept on this node once it ended,
+        and its live log (``id`` "live") while it runs."""
+        if self._session is None:
+            return []
+        h = self._session.handle
+        out = [self._here(r.as_dict()) for r in getattr(h, "kept_logs", [])]
+        live = h.current_log() if hasattr(h, "current_log") else None
+        if live is not None:
+            try:
+                size = live.stat().st_size
+            except OSError:  # it ended meanwhile: its log was kept (or is being)
+                return out
+            s = self._session
+            out.append(
+                self._here(
+                    {
+                        "id": logfetch.LIVE,
+                        "live": True,
+                        "kind": "bin",
+                        "name": live.name,
+                        "path": str(live),
+                        "size": size,
+                        "session": s.id,
+                        "label": s.label,
+                        "instance": h.instance,
+                    }
+                )
+            )
+        return out
+
+    def read_log(self, log_id: str, offset: int, size: int) -> bytes:
+        """A chunk of this session's live log (``log_id`` "live") or of a log this node keeps."""
+        if log_id == logfetch.LIVE:
+            live = self.session.handle.current_log() if hasattr(self.session.handle, "current_log") else None
+            if live is None:
+                raise SitlpoolError(f"session {self.sid} writes no log now (ArduCopter opens one at arming)")
+            return logfetch.read_chunk(live, offset, size)
+        return logfetch.read_chunk(logfetch.kept_path(log_id, self.sessions.settings.data_dir), offset, size)
+
     # ---- flight: the MCP tools' meanings, through the node's Session ------------------
 
     def _here(self, snap: dict) -> dict:
@@ -280,6 +323,7 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
 
     watch = ClusterWatch(f"map item {index}", lost)
     h = None
+    out: dict = {}
     try:
         try:
             h = m.start(
@@ -289,6 +333,7 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
                 speedup=opts.get("speedup"),
                 params=opts.get("params"),
                 home=opts.get("home"),
+                tlog=bool(opts.get("keep_logs")),  # its flight's logs: the telemetry too
             )
         except LeaseError as e:
             if isinstance(e, OwnerError):  # the label is wrong, not the node's count: this item's failure
@@ -296,10 +341,10 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
             return {"kind": "refused", "message": str(e), **ident}
         try:
             result = fn(Sitl(h), item)
-            return {"kind": "ok", "result": result, "instance": h.instance, "seconds": time.monotonic() - t0, **ident}
+            out = {"kind": "ok", "result": result, "instance": h.instance, "seconds": time.monotonic() - t0, **ident}
         except Exception as e:  # the item's failure, not the batch's
             texts: list[str] = [t for _, _, t in list(h.link.vehicle.texts)[-10:]] if h.link is not None else []
-            return _error(
+            out = _error(
                 ident,
                 t0,
                 e,
@@ -309,10 +354,13 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
                 instance=h.instance,
             )
     except SitlpoolError as e:  # the SITL did not start: that is this item's failure too
-        return _error(ident, t0, e)
+        out = _error(ident, t0, e)
     finally:
         watch.stop()
-        m.close_all()
+        m.close_all()  # waits for the SITL's end: its logs are kept by then
+    if opts.get("keep_logs") and h is not None:
+        out["logs"] = [r.as_dict() for r in getattr(h, "kept_logs", [])]
+    return out
 
 
 class Tally:

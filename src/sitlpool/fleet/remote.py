@@ -4,8 +4,10 @@ or node makes every call say ``died`` with Ray's reason, at once and from then o
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -17,6 +19,7 @@ from ..instances import ports as ports_of
 from ..mavlink.link import VehicleState
 from ..process.base import HandleBase, SitlHandle, Status
 from ..sessions import ARM_WAIT_READY_S
+from . import logfetch
 from .errors import FleetError, SitlDied
 
 if TYPE_CHECKING:
@@ -211,6 +214,48 @@ class RemoteSitl(HandleBase):
     def set_param(self, name: str, value: float) -> float:
         return self._call("link_call", "set_param", (name, value), {})
 
+    # ---- its logs --------------------------------------------------------------------
+
+    def logs(self) -> list[dict]:
+        """The records of the logs its flight left on its node: the live one (``id`` "live",
+        while it runs) and, once closed, the kept ones (``id``, ``path`` on the node, ``size``,
+        ``session``, ``label``, times, ``binary_version``...), each with ``node_id`` and ``host``."""
+        if not self.dead:
+            try:
+                return self._call("logs")
+            except SitlDied:
+                pass
+        try:  # closed or died: the node keeps them (a died SITL's once its orphan is reaped there)
+            recs = logfetch.on_node(self.node_id, logfetch.session_records, self.session_id)
+        except FleetError:
+            if self._kept is None:
+                raise
+            return list(self._kept)
+        return [{**r, "node_id": self.node_id, "host": self.host} for r in recs]
+
+    def fetch_log(self, log_id: str, dest_dir: str | os.PathLike) -> Path:
+        """Copy one of its logs (an id from ``logs()``, or "live") from its node to
+        ``dest_dir``, a chunk at a time; the path of the copy. A kept log after close is
+        read by a small task on that node."""
+        if not self.dead:
+            try:
+                rec = next((r for r in self._call("logs") if r["id"] == log_id), None)
+                if rec is not None or log_id == logfetch.LIVE:
+                    name = rec["name"] if rec and rec.get("live") else f"{log_id}{_suffix(rec)}"
+                    return logfetch.fetch(
+                        lambda off, n: self._call("read_log", log_id, off, n),
+                        name,
+                        dest_dir,
+                        None if rec is None or rec.get("live") else rec["size"],
+                    )
+            except SitlDied:
+                pass
+        if log_id == logfetch.LIVE:
+            raise NotRunning(f"{self.label} is {self.state}: it has no live log; logs() gives its kept ones")
+        return logfetch.fetch_kept(self.node_id, log_id, dest_dir)
+
+    _kept: list[dict] | None = None  # its kept logs' records, as the actor gave them at close
+
     def close(self) -> dict | None:
         """Stop the SITL and release its lease (through the actor), then end the actor, which
         frees its ``sitl`` slot. Safe to call twice and after a death."""
@@ -222,6 +267,7 @@ class RemoteSitl(HandleBase):
                 try:
                     out = self._call("close", timeout=30)
                     self._final = self._call("status", timeout=10)
+                    self._kept = self._call("logs", timeout=10)
                 except SitlDied:
                     pass
             self._closed = True
@@ -263,6 +309,10 @@ class RemoteSitl(HandleBase):
 
     def __repr__(self) -> str:
         return f"<RemoteSitl {self.label!r} instance={self.instance} host={self.host} node={self.node_id[:8]} {self.state}>"
+
+
+def _suffix(rec: dict | None) -> str:
+    return ".tlog" if rec is not None and rec.get("kind") == "tlog" else ".BIN"
 
 
 class RemoteLink:

@@ -27,6 +27,7 @@ from .commands import RESULTS, CommandRefused, cmd_name  # noqa: E402,F401  (re-
 from .endpoints import parse_endpoint  # noqa: E402
 from .modes import mode_mapping, mode_name  # noqa: E402,F401  (not mavutil: it loads numpy and two dialects)
 from .state import BOOTING, EKF_BAD, EKF_NEEDED, VehicleState  # noqa: E402,F401  (re-exported)
+from .tlog import TlogWriter  # noqa: E402
 from .wire import LOCATION_ALT_LIMIT_M, deg_e7, float32, integer, lat_lon  # noqa: E402
 
 log = logging.getLogger("sitlpool.mavlink")
@@ -52,6 +53,8 @@ class VehicleLink:
         connect_timeout: float | None = None,
         stream_hz: float = 4.0,
         source_system: int = 255,
+        tlog: str | os.PathLike | None = None,
+        request_version: bool = True,
     ):
         self.endpoint = endpoint
         self.proto, self.host, self.port = parse_endpoint(endpoint)
@@ -76,6 +79,16 @@ class VehicleLink:
         self._command_lock = threading.Lock()  # one command in flight: its ACK and texts are its own
         self._last_ack = 0.0
         self._listeners: list = []  # copied on change, so the link thread iterates without a lock
+        self.gcs_heartbeat = True  # False: our 1 Hz GCS HEARTBEAT stops (a lost ground station, as the vehicle sees it)
+        self.request_version = request_version  # ask for AUTOPILOT_VERSION once, after the first HEARTBEAT
+        self.autopilot_version: str | None = None  # e.g. "4.7.0-dev (90700977)", once the vehicle said it
+        self.tlog_path = None if tlog is None else os.fspath(tlog)
+        self._tlog: TlogWriter | None = None  # every message received and sent, when asked for
+        if tlog is not None:
+            try:
+                self._tlog = TlogWriter(tlog)
+            except OSError as e:
+                raise MavlinkError(f"cannot write the telemetry log {tlog}: {e.strerror or e}") from None
         self._thread = threading.Thread(target=self._run, name=f"mavlink {self.name}", daemon=True)
 
     # ---- life ---------------------------------------------------------------------
@@ -89,6 +102,8 @@ class VehicleLink:
         self._stop.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(5)
+        if self._tlog is not None:
+            self._tlog.close()
         self._set_state("stopped")
 
     @property
@@ -143,11 +158,12 @@ class VehicleLink:
                 now = time.monotonic()
                 if now >= next_hb:
                     next_hb = now + 1.0
-                    self._send(
-                        A.MAVLink_heartbeat_message(
-                            A.MAV_TYPE_GCS, A.MAV_AUTOPILOT_INVALID, 0, 0, A.MAV_STATE_ACTIVE, 3
+                    if self.gcs_heartbeat:
+                        self._send(
+                            A.MAVLink_heartbeat_message(
+                                A.MAV_TYPE_GCS, A.MAV_AUTOPILOT_INVALID, 0, 0, A.MAV_STATE_ACTIVE, 3
+                            )
                         )
-                    )
                 hb = self.vehicle.last_heartbeat
                 if self.state == "connected" and hb is not None and now - hb > self.lost_after:
                     self._set_state("lost", f"no HEARTBEAT for {now - hb:.1f}s")
@@ -170,7 +186,10 @@ class VehicleLink:
                     msgs = self._mav.parse_buffer(data) or []
                 except Exception:  # a corrupt frame: skip it, as robust parsing does
                     msgs = []
+                tlog = self._tlog
                 for m in msgs:
+                    if tlog is not None and m.get_type() != "BAD_DATA":
+                        tlog.write(m.get_msgbuf())
                     self._handle(m)
                     for fn in self._listeners:
                         try:
@@ -180,6 +199,8 @@ class VehicleLink:
         finally:
             if self._sock is not None:
                 self._sock.close()
+            if self._tlog is not None:
+                self._tlog.close()  # nothing more is received; a log collector may move it now
 
     def _send(self, msg) -> None:
         s = self._sock
@@ -206,6 +227,8 @@ class VehicleLink:
                     s.send(data)
             except OSError as e:
                 raise MavlinkError(f"{self.name}: send failed: {e.strerror or e}") from None
+            if self._tlog is not None:
+                self._tlog.write(data)
 
     def send(self, msg) -> None:
         """Send a pymavlink message object on this link (checks nothing: call
@@ -231,21 +254,30 @@ class VehicleLink:
             if self.vehicle.update(m):  # the vehicle's HEARTBEAT (not another GCS's)
                 if self.state != "connected":
                     self.state = "connected"
-                    if first and self.stream_hz > 0:
+                    if first and (self.stream_hz > 0 or self.request_version):
                         threading.Thread(target=self._request_streams, daemon=True).start()
             elif t == "PARAM_VALUE":
                 self._params[m.param_id] = m.param_value
             elif t == "COMMAND_ACK":
                 self._acks.append((m.command, m.result, time.monotonic()))
+            elif t == "AUTOPILOT_VERSION" and m.get_srcSystem() == self.vehicle.sysid:
+                self.autopilot_version = version_text(m)
             self._cond.notify_all()
 
     def _request_streams(self) -> None:
         try:
-            self._send(
-                A.MAVLink_request_data_stream_message(
-                    self.vehicle.sysid or 1, 1, A.MAV_DATA_STREAM_ALL, int(self.stream_hz), 1
+            if self.stream_hz > 0:
+                self._send(
+                    A.MAVLink_request_data_stream_message(
+                        self.vehicle.sysid or 1, 1, A.MAV_DATA_STREAM_ALL, int(self.stream_hz), 1
+                    )
                 )
-            )
+            if self.request_version and self.autopilot_version is None:
+                # once, unacknowledged: the answer (if any) lands in autopilot_version
+                want = (A.MAVLINK_MSG_ID_AUTOPILOT_VERSION, 0, 0, 0, 0, 0, 0)
+                self._send(
+                    A.MAVLink_command_long_message(self.vehicle.sysid or 1, 1, A.MAV_CMD_REQUEST_MESSAGE, 0, *want)
+                )
         except MavlinkError:
             pass
 
@@ -475,6 +507,18 @@ class VehicleLink:
 
     def reboot(self) -> None:
         self.command(A.MAV_CMD_PREFLIGHT_REBOOT_SHUTDOWN, 1, what="reboot")
+
+
+_VERSION_TYPES = {0: "-dev", 64: "-alpha", 128: "-beta", 192: "-rc", 255: ""}
+
+
+def version_text(m) -> str:
+    """AUTOPILOT_VERSION's firmware version as ArduPilot's banner shows it: ``4.7.0-dev (90700977)``."""
+    v = int(m.flight_sw_version)
+    text = f"{v >> 24 & 0xFF}.{v >> 16 & 0xFF}.{v >> 8 & 0xFF}{_VERSION_TYPES.get(v & 0xFF, f'-type{v & 0xFF}')}"
+    git = bytes(int(b) & 0xFF for b in m.flight_custom_version).split(b"\0")[0].decode("ascii", "replace")
+    git = "".join(c for c in git if c.isalnum())
+    return f"{text} ({git})" if git else text
 
 
 def _udp_address(host: str, port: int):

@@ -22,6 +22,7 @@ from ..leases import Lease, LeasePool
 from ..mavlink.wire import float32, show
 from ..ports import probe
 from ..statefile import StateWriter, start_writer
+from . import keeplogs
 from .base import ProcessManager, SitlProcess, Status
 from .binaries import (  # noqa: F401  (re-exported: callers import them from here)
     REAL_MAX_INSTANCE,
@@ -72,7 +73,9 @@ def stderr_tail(path: Path, lines: int = STDERR_TAIL) -> str:
 
 class ManagedSitl(SitlProcess):
     """A SITL launched by sitlpool on a leased instance. The launcher stays its parent, and
-    the SITL dies with the launcher's process (a parent-death signal set before exec)."""
+    the SITL dies with the launcher's process (a parent-death signal set before exec).
+    Once it ended, its logs (``logs/*.BIN``, and ``tlog=True``'s ``.tlog``) are in the log
+    store: ``kept_logs``; while it runs, ``current_log()`` is the one it writes."""
 
     def __init__(
         self,
@@ -91,6 +94,7 @@ class ManagedSitl(SitlProcess):
         settings=None,
         pool: LeasePool | None = None,
         host_id: str = "localhost",
+        tlog: bool = False,
     ):
         super().__init__(process_manager, name, host_id)
         self.settings = settings or load_settings()
@@ -105,6 +109,10 @@ class ManagedSitl(SitlProcess):
         self.wipe = wipe
         self.owner = owner or f"sitlpool {name} pid {os.getpid()}"
         self.extra_args = list(extra_args or [])
+        self.tlog = tlog  # record the link's MAVLink traffic as cwd/logs/sitlpool-<time>.tlog
+        self.tlog_path: Path | None = None
+        self.started_at: float | None = None  # wall time of the launch
+        self._kept_logs: list = []
         self.lease: Lease | None = None
         self.popen: subprocess.Popen | None = None
         self.cwd: Path | None = None
@@ -238,6 +246,13 @@ class ManagedSitl(SitlProcess):
                     f"cannot create the SITL's directory in {pidfiles.session_dir(self.settings.data_dir, n)}: "
                     f"{e.strerror}; make SITLPOOL_DATA_DIR writable or point it elsewhere"
                 ) from None
+            # logs an earlier SITL here left behind (its holder was killed before it could keep them)
+            keeplogs.collect(
+                self.settings.data_dir,
+                self.cwd / "logs",
+                {"instance": n, "note": "left in the instance's directory by an earlier SITL"},
+                f"instance {n}: ",
+            )
             try:
                 self.argv = self._command(n)
                 try:
@@ -255,6 +270,7 @@ class ManagedSitl(SitlProcess):
                 with out, err, self._life:
                     if self.quitting:
                         raise ProcessError(f"{self.name} was stopped before it was launched")
+                    self.started_at = time.time()
                     self.popen = procinfo.popen_tied(
                         self.argv,
                         cwd_fd=cwd_fd,
@@ -301,6 +317,7 @@ class ManagedSitl(SitlProcess):
                 procinfo.signal_group(self.popen.pid, signal.SIGKILL)  # not reaped yet: the group is still ours
                 self.popen.wait()
                 self._reaped = True
+            self._keep_logs()
             pidfiles.remove(self.settings.data_dir, self.lease.instance, self.popen.pid)
         if self.lease is not None:
             self.lease.release()
@@ -323,9 +340,41 @@ class ManagedSitl(SitlProcess):
             status = Status.lost(f"waiter thread failed: {e!r}")
         if self._state_writer is not None:
             self._state_writer.stop()  # its state file goes with it, while the lease still keeps others off n
+        self._keep_logs()  # the process is gone (nothing writes its logs now); the lease keeps others off n
         pidfiles.remove(self.settings.data_dir, lease.instance, popen.pid)
         lease.release()
         self._finish(status)
+
+    def _keep_logs(self) -> None:
+        """Move the logs it wrote into the log store (after its process is gone). Never raises."""
+        if self.link is not None:
+            self.link.close()  # its .tlog is closed, and AUTOPILOT_VERSION known or not, from here on
+        if self.cwd is None:
+            return
+        fields = keeplogs.fields_for(
+            owner=self.owner,
+            instance=self.instance,
+            model=self.model,
+            argv=self.argv,
+            binary_version=getattr(self.link, "autopilot_version", None),
+            start=self.started_at,
+            holder=f"{self.owner} pid {os.getpid()}",
+        )
+        self._kept_logs = keeplogs.collect(self.settings.data_dir, self.cwd / "logs", fields, f"{self.name}: ")
+
+    @property
+    def kept_logs(self) -> list:
+        """The records (``logs.LogRecord``) of the logs moved into the log store when it ended."""
+        return list(self._kept_logs)
+
+    def current_log(self) -> Path | None:
+        """The DataFlash log the SITL is writing now (readable while it flies), or None
+        (no log yet: ArduCopter opens one at arming, or it ended)."""
+        if self.cwd is None or self.dead:
+            return None
+        from ..logs.sitldir import current_log  # sitlpool.logs loads DFReader (~0.4 s): see keeplogs.collect
+
+        return current_log(self.cwd / "logs")
 
     def wait_running(self, timeout: float | None = None) -> bool:
         if self.popen is None:
@@ -339,8 +388,13 @@ class ManagedSitl(SitlProcess):
             # `reap` or `kill`, which import this module
             from ..mavlink.link import VehicleLink
 
+            if self.tlog and self.cwd is not None:
+                stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+                self.tlog_path = self.cwd / "logs" / f"sitlpool-{stamp}.tlog"
             self.link = VehicleLink(
-                f"tcp:127.0.0.1:{lease.ports.serial0}", name=f"{self.name} (instance {lease.instance})"
+                f"tcp:127.0.0.1:{lease.ports.serial0}",
+                name=f"{self.name} (instance {lease.instance})",
+                tlog=self.tlog_path,
             ).start()
             # `sitlpool status` shows its live state; stops with the link
             self._state_writer = start_writer(self.link, self.settings.data_dir, lease.instance, popen.pid)

@@ -14,7 +14,7 @@ from ..errors import KillRefused, LeaseError, SitlpoolError
 from ..instances import unusable
 from ..leases import LeasePool
 from ..ports import busy_ports, name_holders, proc_name
-from . import runwrap
+from . import keeplogs, runwrap
 from .binaries import argv_instance, is_sitl_process
 
 KILL_GRACE_S = 3.0  # real SITL ignores SIGTERM until ~2.5 s after its first client
@@ -63,9 +63,33 @@ def kill_target(pid: int) -> tuple[bool, str | None]:
     return group, None
 
 
+def keep_orphan_logs(data_dir: Path, instance: int, rec: pidfiles.PidRecord) -> None:
+    """The SITL ``rec`` names is gone (reaped, or died with its launcher): keep the logs it
+    left in its directory, recorded with what its pid file says. Only our own user's: another
+    user's logs are theirs to keep. Never raises (a log not moved stays where it is)."""
+    me = os.geteuid()
+    if rec.file_uid is not None and rec.file_uid != me:
+        return
+    keeplogs.collect(
+        data_dir,
+        keeplogs.run_dir_of(data_dir, instance, me) / "logs",
+        keeplogs.fields_for(
+            owner=rec.owner,
+            instance=instance,
+            model=keeplogs.argv_model(rec.argv),
+            argv=rec.argv or [rec.binary],
+            binary_version=None,
+            start=rec.time or None,
+            holder=f"{rec.owner or '?'} pid {rec.holder_pid}",
+        ),
+        f"instance {instance}: ",
+    )
+
+
 def reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
     """With instance's lease held by us: kill what its pid file names, if it is still that
-    process. A record that does not match the live process is dropped, never obeyed."""
+    process, and keep the logs it left. A record that does not match the live process is
+    dropped, never obeyed."""
     try:
         rec = pidfiles.load(data_dir, instance)
     except pidfiles.BadEntry as e:
@@ -91,9 +115,11 @@ def reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
         return drop(f"its group {rec.pgid} is not the SITL's own (sitlpool launches every SITL as its group's leader)")
     if not procinfo.is_alive(rec.pid):
         pidfiles.remove(data_dir, instance)
+        keep_orphan_logs(data_dir, instance, rec)
         return ReapReport(instance, "gone", f"{rec.describe()} is no longer running; pid file removed", rec.pid)
     if procinfo.start_ticks(rec.pid) != rec.start_ticks:
         pidfiles.remove(data_dir, instance)
+        keep_orphan_logs(data_dir, instance, rec)
         return ReapReport(
             instance,
             "recycled pid",
@@ -139,6 +165,7 @@ def reap_locked(data_dir: Path, instance: int) -> ReapReport | None:
             rec.pid,
         )
     pidfiles.remove(data_dir, instance)
+    keep_orphan_logs(data_dir, instance, rec)  # after it is gone: a live SITL may still write
     if how == "gone":
         return ReapReport(instance, "gone", f"{rec.describe()} exited by itself; pid file removed", rec.pid)
     return ReapReport(

@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .. import procinfo
 from ..config import load_settings
@@ -240,6 +241,25 @@ class UnmanagedSitl(SitlProcess):
     @property
     def pid(self) -> int | None:
         return self.resolved.pid if self.resolved else None
+
+    @property
+    def kept_logs(self) -> list:
+        """Always empty: an unmanaged SITL's logs are its owner's, never moved into the store."""
+        return []
+
+    def current_log(self) -> Path | None:
+        """The DataFlash log it writes now (its cwd's ``logs/``, when it runs on this machine
+        and we may look), or None. Read in place, never moved."""
+        pid = self.pid
+        if pid is None or self.dead or not self.on_localhost:
+            return None
+        try:
+            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+        except OSError:
+            return None
+        from ..logs.sitldir import current_log  # sitlpool.logs loads DFReader (~0.4 s): only when asked
+
+        return current_log(cwd / "logs")
 
     def _describe_target(self) -> str:
         return f"instance {self._instance}" if self.requested_endpoint is None else self.requested_endpoint
