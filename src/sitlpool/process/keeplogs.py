@@ -24,6 +24,7 @@ log = logging.getLogger("sitlpool.logs")
 
 _SESSION_OWNER = re.compile(r"^sitlpool session (\S+) \((.*)\)$")
 _FLEET_OWNER = re.compile(r"^sitlpool fleet item (\d+) \((.*)\) pid \d+$")
+_PYTEST_OWNER = re.compile(r"^pytest (.+) \[sitl \d+\] \(\S+ pid \d+\)$")  # the pytest plugin's SITLs
 
 
 def owner_fields(owner: str | None) -> dict:
@@ -36,6 +37,9 @@ def owner_fields(owner: str | None) -> dict:
     m = _FLEET_OWNER.match(text)
     if m:
         return {"label": m.group(2), "fleet_item": int(m.group(1))}
+    m = _PYTEST_OWNER.match(text)
+    if m:  # labelled by the test's name, so `sitlpool logs list --label test_hop` finds it
+        return {"label": m.group(1).split("::")[-1], "test": m.group(1)}
     return {}
 
 

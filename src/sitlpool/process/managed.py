@@ -186,7 +186,7 @@ class ManagedSitl(SitlProcess):
         if d.exists() and not os.access(d, os.W_OK | os.X_OK):  # another member's, not group-writable
             raise UnusableInstance(
                 f"cannot use instance {n}'s directory {d}: not writable by you (it belongs to uid "
-                f"{d.stat().st_uid}); its owner can make it group-writable (chmod 2775) or remove it"
+                f"{d.stat().st_uid}); its owner can make it group-writable (chmod 3775) or remove it"
             )
         try:
             r = reap_locked(self.settings.data_dir, n)
@@ -194,6 +194,9 @@ class ManagedSitl(SitlProcess):
             r = ReapReport(n, "skipped", str(e))
         if r and r.action != "gone":
             log.warning("instance %s: %s", n, r.reason)
+        why = pidfiles.foreign_record(self.settings.data_dir, n)  # another user's sitl.pid we may not replace
+        if why:
+            raise UnusableInstance(f"cannot use instance {n}: {why}")
         return probe(_ports_of(n))
 
     def _check_files(self) -> None:
