@@ -32,6 +32,10 @@ EARTH_R = 6378137.0
 _FIRMWARE = re.compile(r"^(ArduCopter|ArduPlane|ArduRover|Rover|ArduSub|AntennaTracker|Blimp|ArduHeli)\b.*\bV?\d+\.\d+")
 
 
+# the texts that say a vehicle armed or disarmed: Copter, Plane
+ARM_TEXTS = {"Arming motors": True, "Disarming motors": False, "Throttle armed": True, "Throttle disarmed": False}
+
+
 def _r(x: float | None, nd: int = 3) -> float | None:
     return None if x is None else round(x, nd)
 
@@ -165,8 +169,8 @@ def _feed(a: _Acc, reader: LogReader) -> None:
         elif n == "MSG":
             text = g("Message", "")
             a.msgs.append({"time": _r(t), "text": text})
-            if text in ("Arming motors", "Disarming motors"):
-                a.arming.append((t, text == "Arming motors", "MSG"))
+            if text in ARM_TEXTS:
+                a.arming.append((t, ARM_TEXTS[text], "MSG"))
             if a.firmware is None and _FIRMWARE.match(text):
                 a.firmware = text
         elif n == "VER":
