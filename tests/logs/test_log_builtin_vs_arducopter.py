@@ -32,8 +32,8 @@ Known differences (printed by the test, not asserted; measured with ArduCopter 4
   RCIN, RCOU, BARO at 10 Hz, GPS at 5 Hz).
 - the log's start: real writes ORGN (x2), MODE and the "Arming motors" MSG, then the
   start-up messages (VER, firmware texts, CMD, MODE and ORGN again); ours writes the
-  start-up messages once, then "Arming motors". Real's CMD #0 (home) holds home's
-  lat/lng/alt; ours writes zeros.
+  start-up messages once, then "Arming motors". (CMD #0, home, holds home's lat/lng/alt in
+  both: asserted.)
 - the takeoff: real spools its motors up (RCOU ramps over ~2 s; AUTO_ARMED ~0.7 s,
   MOTORS_INTERLOCK_ENABLED ~2 s and NOT_LANDED ~3.3 s after arming, CTUN.DAlt ramps with
   the climb); ours writes those three events at once when it starts climbing, RCOU steps
@@ -373,6 +373,10 @@ def check(ours: Path, real: Path) -> None:
         for t in MUST_PREFIXES:
             assert any(x.startswith(t) for x in texts(s)), (t, texts(s))
     assert abs(so["altitude"]["max"] - sr["altitude"]["max"]) <= 1.0
+    home = [[(f, v) for f, v in LogReader(p).messages(["CMD"]) if v[f.index["CNum"]] == 0][0] for p in (ours, real)]
+    for key, tol in (("Lat", 1e-5), ("Lng", 1e-5), ("Alt", 1.0)):  # CMD #0 is home, where it is
+        (fo, vo), (fr, vr) = home
+        assert abs(vo[fo.index[key]] - vr[fr.index[key]]) <= tol, (key, vo, vr)
     mo, mr = hover_medians(ours, so), hover_medians(real, sr)
     for k, tol in HOVER_MUST.items():
         assert k in mo and k in mr and abs(mo[k] - mr[k]) <= tol, (k, mo.get(k), mr.get(k), tol)

@@ -189,6 +189,8 @@ class Logger:
         self.log.write("MSG", TimeUS=us, Message="New mission")
         total = len(self.mission)
         for i, (cmd, p1, p2, p3, p4, lat, lon, alt, frame) in enumerate(self.mission):
+            if i == 0 and self.home_pos is not None:  # item 0 is home: ArduPilot logs where it is
+                lat, lon, alt = self.home_pos
             self.log.write(
                 "CMD",
                 TimeUS=us,
