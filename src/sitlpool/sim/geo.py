@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import importlib.util
+import json
+import re
 import math
 
 EARTH_R = 6378137.0
@@ -24,7 +25,10 @@ def _declination_table() -> list:
             text = f.read()
         start = text.index("declination_table = [")
         end = text.index("]\n\n", start) + 1
-        _DECLINATION = ast.literal_eval(text[text.index("[", start) : end])
+        # the table is plain numbers in nested lists: JSON once trailing commas go (not
+        # ast.literal_eval: CPython 3.11.7's parser raises "AST constructor recursion depth
+        # mismatch" there when a test process has changed the recursion limit)
+        _DECLINATION = json.loads(re.sub(r",\s*\]", "]", text[text.index("[", start) : end]))
     return _DECLINATION
 
 
