@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import math
+import re
 
 EARTH_R = 6378137.0
 
