@@ -1,0 +1,176 @@
+"""Recipes: what it takes to fly a run again. A recipe names the binary (path, SHA-256,
+version), the model, home, speedup, the parameters set at launch (a wiped EEPROM plus these:
+the parameters that differ from the defaults), parameter files by content hash, the wind and
+failure seeds, and the steps with the sim times they ran at. Written as JSON under
+``<data_dir>/runs/<run_id>/recipe.json`` (and a copy beside the run's logs in the log store)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ..errors import SitlpoolError
+from ..flight import check_finite
+from .vocabulary import StepError
+
+SCHEMA = 1
+_hashes: dict[tuple, str] = {}
+_hash_lock = threading.Lock()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    p = Path(path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    with _hash_lock:
+        got = _hashes.get(key)
+    if got is None:
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        got = h.hexdigest()
+        with _hash_lock:
+            _hashes[key] = got
+    return got
+
+
+def _version() -> str:
+    try:
+        return metadata.version("sitlpool")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a source checkout not installed
+        return "unknown"
+
+
+def builtin_hash() -> str:
+    """The built-in vehicle's identity: the SHA-256 of its sources (``sitlpool/sim/*.py``)."""
+    h = hashlib.sha256()
+    sim = Path(__file__).resolve().parent.parent / "sim"
+    for p in sorted(sim.glob("*.py")):
+        h.update(p.name.encode() + b"\0" + bytes.fromhex(sha256_file(p)))
+    return h.hexdigest()
+
+
+def binary_info(binary: Path | None, version: str | None) -> dict:
+    if binary is None:
+        return {
+            "path": f"{sys.executable} -m sitlpool.sim",
+            "builtin": True,
+            "sha256": builtin_hash(),
+            "version": f"sitlpool {_version()} built-in vehicle",
+        }
+    return {"path": str(binary), "builtin": False, "sha256": sha256_file(binary), "version": version}
+
+
+def read_param_file(path: str | os.PathLike) -> dict:
+    """``{"path", "sha256", "values"}`` of an ArduPilot parameter file (``NAME VALUE`` or
+    ``NAME,VALUE`` a line, ``#`` comments), refused in one line when it is not one."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise SitlpoolError(f"parameter file {p}: {e.strerror}") from None
+    values: dict[str, float] = {}
+    for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        parts = text.replace(",", " ").split()
+        if len(parts) < 2:
+            raise SitlpoolError(f"parameter file {p} line {n}: {line.strip()[:60]!r} is not NAME VALUE")
+        values[parts[0].upper()] = check_finite(parts[1], f"parameter file {p} line {n}: {parts[0]}")
+    return {"path": str(p), "sha256": hashlib.sha256(data).hexdigest(), "values": values}
+
+
+def seeds(steps: list, wind: dict | None) -> dict:
+    """The wind and failure seeds and failures a program uses (from its steps and launch wind)."""
+    out: dict[str, Any] = {}
+    if wind and wind.get("seed") is not None:
+        out["wind_seed"] = wind.get("seed")
+    for st in steps:
+        if not isinstance(st, dict):
+            continue
+        if st.get("tool") == "set_wind" and st.get("seed") is not None:
+            out.setdefault("wind_seeds", []).append(st["seed"])
+        if st.get("tool") == "inject_failure":
+            out.setdefault("failures", []).append({k: v for k, v in st.items() if k != "tool"})
+    return out
+
+
+def build(*, run_id: str, open_options: dict, binary: dict, param_files: list[dict], result, session=None) -> dict:
+    """The recipe of a run (``open_options``: model, speedup, home, params, wind, label, time_limit_s)."""
+    home_seen = None
+    link = getattr(session, "link", None)
+    if link is not None and link.vehicle.home is not None:
+        home_seen = dict(zip(("lat", "lon", "alt_amsl_m"), link.vehicle.home, strict=False))
+    return {
+        "schema": SCHEMA,
+        "run_id": run_id,
+        "session_id": result.session_id,
+        "label": result.label,
+        "binary": binary,
+        "model": open_options.get("model"),
+        "frame": open_options.get("model"),  # SITL's --model names the frame (quad, hexa, X8, ...)
+        "home": open_options.get("home"),
+        "home_seen": home_seen,
+        "speedup": open_options.get("speedup"),
+        "params": open_options.get("params") or {},
+        "param_files": [{"path": f["path"], "sha256": f["sha256"], "values": f["values"]} for f in param_files],
+        "wind": open_options.get("wind"),
+        "seeds": seeds(result.steps, open_options.get("wind")),
+        "time_limit_s": open_options.get("time_limit_s"),
+        "steps": result.steps,
+        "timeline": [
+            {
+                "step": o.index,
+                "tool": o.tool,
+                "sim_time_start_s": o.sim_time_start_s,
+                "sim_time_end_s": o.sim_time_end_s,
+            }
+            for o in result.outcomes
+        ],
+        "repro_of": result.repro_of,
+    }
+
+
+def write_json(path: Path, doc: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def load(recipe: Any) -> dict:
+    """A recipe given as a dict, a JSON text or a path to a recipe.json; checked for its steps."""
+    doc = recipe
+    if isinstance(recipe, (str, os.PathLike)):
+        text = str(recipe)
+        if text.lstrip().startswith("{"):
+            try:
+                doc = json.loads(text)
+            except ValueError as e:
+                raise StepError(f"recipe is not valid JSON: {e}") from None
+        else:
+            try:
+                doc = json.loads(Path(recipe).read_text())
+            except (OSError, ValueError) as e:
+                raise StepError(f"recipe {text}: {getattr(e, 'strerror', None) or e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("steps"), list):
+        raise StepError("a recipe is an object with its steps (a recipe.json written by fly_steps)")
+    return doc
+
+
+def open_options(doc: dict) -> dict:
+    """fly_steps' options from a recipe: model, speedup, home, params, param_files (their
+    recorded values: the files need not exist any more), wind, time_limit_s."""
+    out = {"model": doc.get("model") or "quad", "speedup": doc.get("speedup") or 1, "home": doc.get("home")}
+    for key in ("params", "param_files", "wind", "time_limit_s"):
+        if doc.get(key):
+            out[key] = doc[key]
+    return out
