@@ -20,6 +20,7 @@ from .instances import out_of_range
 STATE_FILE = "state.json"
 PERIOD_S = 1.0
 STALE_AFTER_S = 5.0  # a live writer that has not written for this long is stuck: stale too
+TEXTS = 8  # the last STATUSTEXTs a state file carries
 
 
 def state_path(data_dir: Path, instance: int) -> Path:
@@ -74,6 +75,21 @@ class StateWriter:
             "heartbeat_age_s": None if age is None else round(age, 2),
             "last_text": None if last is None else last[2],
             "last_text_time": None if last is None else round(last[0], 3),
+            # for the dashboard (issue 25): where, how fast, GPS, home, the last texts, readiness
+            "lat": v.lat,
+            "lon": v.lon,
+            "alt_amsl_m": None if v.alt_amsl is None else round(v.alt_amsl, 2),
+            "groundspeed_m_s": round(v.groundspeed, 2),
+            "climb_m_s": round(v.climb, 2),
+            "heading_deg": v.heading,
+            "gps_fix_type": v.gps_fix,
+            "gps_satellites": v.gps_sats,
+            "home": None if v.home is None else [v.home[0], v.home[1]],
+            "texts": [t for _, _, t in texts[-TEXTS:]],
+            "prearm_ok": v.prearm_ok,
+            "ekf_ok": v.ekf_ok,
+            "booting": v.booting,
+            "prearm_texts": [t for when, _, t in texts if t.startswith("PreArm:") and time.time() - when < 30][-3:],
         }
 
     def write(self) -> None:

@@ -31,6 +31,7 @@ from ._common import (
     timeout_arg,
 )
 from .commands import cmd_attach, cmd_demo, cmd_kill, cmd_reap, cmd_run, cmd_serve, substitute
+from .dashboard import add_parser as add_dashboard_parser
 from .fly import add_parser as add_fly_parser
 from .logs import add_parser as add_logs_parser
 from .status import cmd_status, program_name, status_doc, status_table
@@ -125,6 +126,7 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=cmd_demo)
     add_logs_parser(sub)
     add_fly_parser(sub)
+    add_dashboard_parser(sub)
     return p
 
 
