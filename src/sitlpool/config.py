@@ -154,6 +154,17 @@ def _number(gt: float, le: float = math.inf) -> Callable[[Any], float]:
     return parse
 
 
+def _flag(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{shown(v)} is not a yes or no; write 1 or 0")
+
+
 @dataclass(frozen=True)
 class Field:
     name: str
@@ -182,6 +193,10 @@ FIELDS: tuple[Field, ...] = (
     Field("speedup", _number(0, 1000), lambda *_: 1.0, "default SITL speedup"),
     Field("ready_timeout_s", _number(0), lambda *_: 60.0, "launch to first HEARTBEAT"),
     Field("idle_timeout_s", _number(0), lambda *_: 1800.0, "MCP sessions idle this long close themselves"),
+    Field("presets", _optional_path, lambda *_: None, "the presets file (TOML); default <data_dir>/presets.toml"),
+    Field("locations", _optional_path, lambda *_: None, "the user's named homes (NAME=lat,lon,alt,heading lines)"),
+    Field("scripts_dir", _optional_path, lambda *_: None, "the folder Lua scripts of a session are taken from"),
+    Field("allow_paths", _flag, lambda *_: False, "1: sessions may name scripts by any path, not only in scripts_dir"),
 )
 SETTINGS_FIELDS = tuple(f.name for f in FIELDS)
 
@@ -201,6 +216,10 @@ class Settings:
     speedup: float
     ready_timeout_s: float
     idle_timeout_s: float
+    presets: Path | None
+    locations: Path | None
+    scripts_dir: Path | None
+    allow_paths: bool
 
     def __init__(self, _environ: Mapping[str, str] | None = None, **overrides: Any):
         environ = os.environ if _environ is None else _environ

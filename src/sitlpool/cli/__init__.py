@@ -34,6 +34,7 @@ from .commands import cmd_attach, cmd_demo, cmd_kill, cmd_reap, cmd_run, cmd_ser
 from .dashboard import add_parser as add_dashboard_parser
 from .fly import add_parser as add_fly_parser
 from .logs import add_parser as add_logs_parser
+from .presets import add_parser as add_presets_parser
 from .status import cmd_status, program_name, status_doc, status_table
 
 __all__ = [
@@ -127,6 +128,7 @@ def parser() -> argparse.ArgumentParser:
     add_logs_parser(sub)
     add_fly_parser(sub)
     add_dashboard_parser(sub)
+    add_presets_parser(sub)
     return p
 
 

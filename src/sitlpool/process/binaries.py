@@ -96,23 +96,63 @@ def resolve_binary(settings, model: str) -> Path | None:
     )
 
 
-def tree_defaults(binary: Path, model: str) -> list[Path]:
-    """The ArduPilot tree's default parameter files for a binary at ``<tree>/build/sitl/bin/<name>``."""
+#: a copter frame's files after copter.parm, as sim_vehicle.py's vehicleinfo.py lists them
+COPTER_FRAME_FILES = {
+    "x": ["copter-X.parm"],
+    "quadx": ["copter-X.parm"],
+    "hexa": ["copter-hexa.parm"],
+    "octa": ["copter-octa.parm"],
+    "octa-quad": ["copter-octaquad.parm"],
+    "tri": ["copter-tri.parm"],
+    "y6": ["copter-y6.parm"],
+    "dodeca-hexa": ["copter-dodecahexa.parm"],
+    "deca": ["copter-deca.parm"],
+    "cwx": ["copter-cwx.parm"],
+    "djix": ["copter-djix.parm"],
+    "bfx": ["copter-bfx.parm"],
+}
+#: frames whose files replace copter.parm
+COPTER_FRAME_BASE = {"singlecopter": ["copter-single.parm"], "coaxcopter": ["copter-single.parm", "copter-coax.parm"]}
+
+
+def tree_of(binary: Path) -> Path | None:
+    """The ArduPilot tree of a binary at ``<tree>/build/sitl/bin/<name>``, or None."""
     b = Path(binary).resolve()
     if b.parent.name != "bin" or b.parent.parent.name != "sitl" or b.parent.parent.parent.name != "build":
+        return None
+    return b.parents[3]
+
+
+def tree_defaults(binary: Path, model: str) -> list[Path]:
+    """The ArduPilot tree's default parameter files for a binary at ``<tree>/build/sitl/bin/<name>``:
+    the vehicle's, then the frame's where the tree has one (``hexa``: copter.parm, copter-hexa.parm,
+    as ``sim_vehicle.py -f hexa`` loads them)."""
+    tree = tree_of(binary)
+    if tree is None:
         return []
-    tree = b.parents[3]
+    name = Path(binary).resolve().name
     candidates = {
         "arducopter": ["Tools/autotest/default_params/copter.parm"],
         "arducopter-heli": ["Tools/autotest/default_params/copter-heli.parm"],
         "arduplane": ["Tools/autotest/models/plane.parm", "Tools/autotest/default_params/plane.parm"],
         "ardurover": ["Tools/autotest/default_params/rover.parm"],
         "ardusub": ["Tools/autotest/default_params/sub.parm"],
-    }.get(b.name, [])
+    }.get(name, [])
+    base: list[Path] = []
     for rel in candidates:
         if (tree / rel).is_file():
-            return [tree / rel]
-    return []
+            base = [tree / rel]
+            break
+    if name != "arducopter":
+        return base
+    frame = (model or "").lower()
+    params_dir = tree / "Tools/autotest/default_params"
+    if frame in COPTER_FRAME_BASE:
+        files = [params_dir / f for f in COPTER_FRAME_BASE[frame]]
+        if all(f.is_file() for f in files):
+            return files
+    extra = [params_dir / f for f in COPTER_FRAME_FILES.get(frame, [])]
+    return base + [f for f in extra if f.is_file()] if base else base
 
 
 def argv_instance(argv: list[str]) -> int | None:

@@ -13,16 +13,15 @@ import threading
 import time
 from pathlib import Path
 
-from .. import pidfiles, procinfo
+from .. import locations, pidfiles, procinfo
 from ..config import format_pool, load_settings
-from ..errors import ConfigError, ProcessError, SitlpoolError, UnusableInstance
+from ..errors import ProcessError, SitlpoolError, UnusableInstance
 from ..instances import Ports
 from ..instances import ports as _ports_of
 from ..leases import Lease, LeasePool
-from ..mavlink.wire import float32, show
 from ..ports import probe
 from ..statefile import StateWriter, start_writer
-from . import keeplogs
+from . import keeplogs, paramfiles
 from .base import ProcessManager, SitlProcess, Status
 from .binaries import (  # noqa: F401  (re-exported: callers import them from here)
     REAL_MAX_INSTANCE,
@@ -95,6 +94,8 @@ class ManagedSitl(SitlProcess):
         pool: LeasePool | None = None,
         host_id: str = "localhost",
         tlog: bool = False,
+        param_files: list | None = None,
+        scripts: list | None = None,
     ):
         super().__init__(process_manager, name, host_id)
         self.settings = settings or load_settings()
@@ -103,12 +104,19 @@ class ManagedSitl(SitlProcess):
         self.binary = resolve_binary(self.settings, model)  # e.g. arduplane beside a configured arducopter
         self.requested_instance = instance
         self.wait_s = wait
-        self.home = home
+        self.home = locations.resolve_home(home, self.settings)  # a named home (CMAC) as coordinates
         self.speedup = self.settings.speedup if speedup is None else speedup
         self.defaults = defaults
         self.wipe = wipe
         self.owner = owner or f"sitlpool {name} pid {os.getpid()}"
         self.extra_args = list(extra_args or [])
+        # each launch its own configuration: files after the tree's defaults, Lua scripts (real SITL),
+        # the values of ManagedManager.start's params (written as the last defaults file)
+        self.param_files = paramfiles.check_param_files(param_files)
+        self.scripts = paramfiles.check_scripts(scripts, self.settings, self.binary)
+        self.launch_params: dict[str, float] = {}
+        self.launch_parm: str | None = None  # its file's name in cwd, once written
+        self.config: dict = {}  # the configuration it really got, read back once it runs
         self.tlog = tlog  # record the link's MAVLink traffic as cwd/logs/sitlpool-<time>.tlog
         self.tlog_path: Path | None = None
         self.started_at: float | None = None  # wall time of the launch
@@ -148,7 +156,7 @@ class ManagedSitl(SitlProcess):
             files = [f for f in self.settings.sitl_defaults.split(",") if f]
         if files is None and self._binary:
             files = [str(p) for p in tree_defaults(self._binary, self.model)]
-        return list(files or [])
+        return list(files or []) + [str(p) for p in self.param_files]
 
     def _command(self, n: int) -> list[str]:
         binary = self._binary
@@ -157,6 +165,8 @@ class ManagedSitl(SitlProcess):
         if self.home:
             cmd += ["--home", self.home]
         files = self._defaults_files()
+        if self.launch_parm and self.cwd is not None:
+            files.append(str(self.cwd / self.launch_parm))
         if files:
             cmd += ["--defaults", ",".join(files)]
         if self.wipe:
@@ -257,6 +267,13 @@ class ManagedSitl(SitlProcess):
                 f"instance {n}: ",
             )
             try:
+                try:  # scripts/ and sitlpool-launch.parm: this launch's, never an earlier one's
+                    self.launch_parm = paramfiles.write_run_files(cwd_fd, self.scripts, self.launch_params)
+                except OSError as e:
+                    raise ProcessError(
+                        f"cannot write the SITL's configuration into {self.cwd}: {e.strerror or e}; "
+                        "free space there or point SITLPOOL_DATA_DIR elsewhere"
+                    ) from None
                 self.argv = self._command(n)
                 try:
                     out = open(pidfiles.open_new("stdout", dir_fd=cwd_fd), "wb")
@@ -462,19 +479,6 @@ class ManagedSitl(SitlProcess):
         return self.lease, self.popen
 
 
-def _param_values(params: dict | None) -> dict[str, float]:
-    """Parameter values as the float32 that PARAM_SET carries (numbers or numeric text)."""
-    out = {}
-    for k, v in (params or {}).items():
-        name = k if isinstance(k, str) and len(k) <= 40 and k.isprintable() else show(k)
-        try:
-            x = float(v)
-        except (TypeError, ValueError, OverflowError):
-            raise ConfigError(f"parameter {name}: {show(v)} is not a number") from None
-        out[str(k)] = float32(x, f"parameter {name}")
-    return out
-
-
 class ManagedManager(ProcessManager):
     """Launches ManagedSitl handles: ``start(name, ...)`` returns a running (ready) handle."""
 
@@ -484,8 +488,9 @@ class ManagedManager(ProcessManager):
         self.pool = pool or LeasePool.from_settings(self.settings)
 
     def start(self, name: str, *, ready_timeout: float | None = None, params: dict | None = None, **kw) -> ManagedSitl:
-        values = _param_values(params)  # checked before anything is launched: 1e39 would fail when sent
+        values = paramfiles.param_values(params)  # checked before anything is launched: 1e39 would fail when sent
         h = ManagedSitl(self, name, settings=self.settings, pool=self.pool, **kw)
+        h.launch_params = values  # applied at boot (the last --defaults file), confirmed once it runs
         self._add(h)
         try:
             h.spawn()
@@ -496,8 +501,7 @@ class ManagedManager(ProcessManager):
                     f"{name}: no HEARTBEAT from the SITL on instance {h.instance} within {t:g}s; "
                     "it was killed and its lease released (a slow machine? raise SITLPOOL_READY_TIMEOUT_S)"
                 )
-            for k, v in values.items():
-                h.link.set_param(k, v)
+            h.config = paramfiles.settle(h, values)
         except BaseException:
             if not h.dead:
                 h.kill(wait=True)

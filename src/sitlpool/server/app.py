@@ -19,7 +19,7 @@ from mcp_types import ListToolsResult
 
 from ..errors import SitlpoolError
 from ..sessions import Sessions
-from . import http, toolcache
+from . import http, prompts, toolcache
 from .early import INSTRUCTIONS, NAME, version
 from .tools import register_all
 from .wire import Wire
@@ -43,6 +43,7 @@ def build(sessions: Sessions) -> MCPServer:
             raise ToolError(str(msg)) from None
 
     register_all(mcp, sessions, call)
+    prompts.register(mcp)  # whole jobs as recipes: preflight, hop, mission, failsafe_test, postmortem, ab_test
     return mcp
 
 
