@@ -4,6 +4,8 @@ A condition is a name and a value (``altitude_above`` 9.5, ``mode`` "GUIDED", ``
 of the last goto, ``mission_item`` 3, ...), turned into a predicate ``pred(vehicle, t0)`` on the
 vehicle's state; ``t0`` is when the wait began (``text`` looks only at texts since then).
 Values are checked when the predicate is built, so a bad value is refused before any wait.
+``mode_is`` is ``mode`` with the name checked against the vehicle's modes; ``failsafe`` waits for
+a failsafe's text (optionally one naming ``value``: "radio", "battery", "gcs", "ekf", "fence").
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ CONDITIONS = (
     "ready_to_arm",
     "mission_item",
     "mission_done",
+    "mode_is",
+    "failsafe",
 )
+#: what ArduPilot says when a failsafe acts (battery, radio, GCS, EKF, fence; "... Cleared" is not one)
+FAILSAFE_TEXTS = ("failsafe", "fence breached", "ekf variance", "crash: disarming")
 REACHED_RADIUS_M = 2.0  # ``reached`` without a value: within 2 m of the last goto target
 
 Predicate = Callable[[Any, float], bool]
@@ -66,11 +72,36 @@ def predicate(
             raise SessionError("condition mode needs the mode name as value, e.g. GUIDED")
         want = str(value).upper()
         return lambda v, t0: v.mode == want
+    if condition == "mode_is":
+        if not value:
+            raise SessionError("condition mode_is needs the mode name as value, e.g. RTL")
+        want = flight.mode_key(str(value))  # an unknown mode is refused, naming the vehicle's modes
+        return lambda v, t0: v.mode == want
+    if condition == "failsafe":
+        return _failsafe(value)
     if condition == "text":
         if not value:
             raise SessionError("condition text needs the text to look for as value")
         return lambda v, t0: any(str(value) in t for when, _, t in list(v.texts) if when >= t0 - 0.01)
     return _reached(value, last_goto)
+
+
+def _failsafe(value) -> Predicate:
+    """A failsafe since the wait began: ArduPilot's failsafe texts ("Radio Failsafe", "Battery
+    Failsafe", "GCS Failsafe", "EKF Failsafe: changed to LAND Mode", "Circle fence breached", ...),
+    not "... Failsafe Cleared"; ``value`` (e.g. "radio", "battery", "fence") narrows it."""
+    want = str(value).lower() if value not in (None, "") else None
+
+    def seen(v, t0) -> bool:
+        for when, _, text in list(v.texts):
+            low = text.lower()
+            if when < t0 - 0.01 or "cleared" in low or not any(f in low for f in FAILSAFE_TEXTS):
+                continue
+            if want is None or want in low:
+                return True
+        return False
+
+    return seen
 
 
 def _metres(condition: str, value) -> float:
@@ -97,4 +128,4 @@ def _reached(value, last_goto: tuple[float, float, float] | None) -> Predicate:
     return reached
 
 
-__all__ = ["CONDITIONS", "REACHED_RADIUS_M", "Predicate", "check_condition", "predicate"]
+__all__ = ["CONDITIONS", "FAILSAFE_TEXTS", "REACHED_RADIUS_M", "Predicate", "check_condition", "predicate"]

@@ -25,6 +25,7 @@ from .leases import Lease, LeasePool, validate_owner
 from .mavlink.recorder import attach as record
 from .process import SitlManager, SitlProcess, kill_instance, reap_orphans
 from .process.unmanaged import local_instance_of
+from .world import sim_time_s
 
 log = logging.getLogger("sitlpool.sessions")
 MAX_BLOCK_S = 55.0  # no tool may block longer than 60 s
@@ -165,6 +166,8 @@ class Session:
             out["endpoint"] = self.link.endpoint
         if h.dead and h.status is not None:
             out["status"] = h.status.as_dict()
+        if getattr(h, "config", None):  # a managed SITL's configuration, read back once it ran
+            out["config"] = h.config
         return out
 
     def snapshot(self) -> dict:
@@ -175,6 +178,7 @@ class Session:
             snap["link"] = self.link.state
             ready, why = self.flight.readiness()
             snap["vehicle"].update(kind=self.flight.kind, ready_to_arm=ready, not_ready_because=why)
+            snap["sim_time_s"] = sim_time_s(self.link)  # the vehicle's clock: an agent reasons in its time
         return snap
 
     # ---- flying: each action through the session's Flight (the vehicle's rules); waits for the ACK
@@ -318,6 +322,8 @@ class Sessions:
         params: dict | None = None,
         wipe: bool = True,
         wait_s: float = 0,
+        param_files: list | None = None,
+        scripts: list | None = None,
     ) -> Session:
         model, speedup, label, home, params = check_open_args(model, speedup, label, home, params)
         if instance is not None:
@@ -335,6 +341,8 @@ class Sessions:
             home=home,
             params=params,
             wipe=wipe,
+            param_files=param_files,
+            scripts=scripts,
             owner=self.owner(sid, label),
             ready_timeout=min(self.settings.ready_timeout_s, MAX_BLOCK_S - wait_s),
         )

@@ -34,6 +34,7 @@ log = logging.getLogger("sitlpool.mavlink")
 A = mavlink
 FORCE_MAGIC = 21196
 SETTLE_S = 0.1  # a command's STATUSTEXTs arrive within this of its COMMAND_ACK
+SET_SETTLE_S = 0.5  # a PARAM_SET's answer, after a PARAM_VALUE of another value arrived
 
 
 class VehicleLink:
@@ -80,6 +81,9 @@ class VehicleLink:
         self._last_ack = 0.0
         self._listeners: list = []  # copied on change, so the link thread iterates without a lock
         self.gcs_heartbeat = True  # False: our 1 Hz GCS HEARTBEAT stops (a lost ground station, as the vehicle sees it)
+        # wall seconds between our GCS HEARTBEATs: at most 1 s of the vehicle's time, so a fast vehicle
+        # (speedup 10: 10 s of sim time a wall second) never sees its ground station lost (FS_GCS_TIMEOUT 5 s)
+        self.gcs_heartbeat_period = 1.0
         self.request_version = request_version  # ask for AUTOPILOT_VERSION once, after the first HEARTBEAT
         self.autopilot_version: str | None = None  # e.g. "4.7.0-dev (90700977)", once the vehicle said it
         self.tlog_path = None if tlog is None else os.fspath(tlog)
@@ -157,7 +161,7 @@ class VehicleLink:
             while not self._stop.is_set():
                 now = time.monotonic()
                 if now >= next_hb:
-                    next_hb = now + 1.0
+                    next_hb = now + self.gcs_heartbeat_period
                     if self.gcs_heartbeat:
                         self._send(
                             A.MAVLink_heartbeat_message(
@@ -258,6 +262,8 @@ class VehicleLink:
                         threading.Thread(target=self._request_streams, daemon=True).start()
             elif t == "PARAM_VALUE":
                 self._params[m.param_id] = m.param_value
+                if m.param_id == "SIM_SPEEDUP" and m.param_value > 0:  # whoever set it: keep beating each sim second
+                    self.gcs_heartbeat_period = min(1.0, 1.0 / m.param_value)
             elif t == "COMMAND_ACK":
                 self._acks.append((m.command, m.result, time.monotonic()))
             elif t == "AUTOPILOT_VERSION" and m.get_srcSystem() == self.vehicle.sysid:
@@ -498,7 +504,19 @@ class VehicleLink:
         self._send(
             A.MAVLink_param_set_message(self.vehicle.sysid or 1, 1, key.encode(), float(value), A.MAV_PARAM_TYPE_REAL32)
         )
-        if not self.wait(lambda _v: key in self._params, timeout):
+        # a PARAM_VALUE of the old value may still be on its way (a parameter list someone
+        # asked for, a watcher's read): the set's own answer is awaited a little longer
+        other: list[float] = []
+
+        def answered(_v) -> bool:
+            if key not in self._params:
+                return False
+            if math.isclose(self._params[key], float(value), rel_tol=1e-5, abs_tol=1e-6):
+                return True
+            other[:] = other or [time.monotonic()]
+            return time.monotonic() - other[0] > SET_SETTLE_S
+
+        if not self.wait(answered, timeout) and key not in self._params:
             raise MavlinkError(f"parameter {key}: no PARAM_VALUE after setting it")
         got = self._params[key]
         if not math.isclose(got, float(value), rel_tol=1e-5, abs_tol=1e-6):

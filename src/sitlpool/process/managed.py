@@ -415,7 +415,9 @@ class ManagedSitl(SitlProcess):
                 f"tcp:127.0.0.1:{lease.ports.serial0}",
                 name=f"{self.name} (instance {lease.instance})",
                 tlog=self.tlog_path,
-            ).start()
+            )
+            self.link.gcs_heartbeat_period = min(1.0, 1.0 / max(self.speedup, 1.0))  # a GCS beat each sim second
+            self.link.start()
             # `sitlpool status` shows its live state; stops with the link
             self._state_writer = start_writer(self.link, self.settings.data_dir, lease.instance, popen.pid)
             if self.dead:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 
 from ...sessions import Sessions
-from . import flight, missions, parameters, pictures
+from . import film, flight, logs, missions, parameters, pictures, presets, world
 from . import sessions as session_tools
+from . import steps as step_tools
 from .common import Call
 
-SUBJECTS = (session_tools, flight, parameters, missions, pictures)  # the order tools/list lists them in
+# the order tools/list lists them in
+SUBJECTS = (session_tools, flight, parameters, missions, pictures, logs, world, step_tools, presets, film)
 
 
 def register_all(mcp: MCPServer, sessions: Sessions, call: Call) -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ... import presets
 from ...sessions import Sessions
 from ...status import instances_document
+from . import world as world_tools
 from .common import ACT, DESTRUCTIVE, IDEM, RO, Call
 
 
@@ -62,19 +65,45 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
 
     @mcp.tool(annotations=ACT)
     async def open_sitl(
-        model: str = "quad",
+        model: str | None = None,
         instance: int | None = None,
         label: str | None = None,
-        speedup: float = 1,
+        speedup: float | None = None,
         home: str | None = None,
         params: dict[str, float] | None = None,
-        wipe: bool = True,
-        wait_s: float = 0,
+        wipe: bool | None = None,
+        wait_s: float | None = None,
+        wind: dict[str, Any] | None = None,
+        pace: bool = False,
+        preset: str | None = None,
+        param_files: list[str] | None = None,
+        scripts: list[str] | None = None,
     ) -> dict:
         """Launch a SITL on a leased instance (the configured binary or the built-in vehicle) and connect to it.
         model: quad (default), hexa, ... or plane (real ArduPlane beside the configured ArduCopter; the built-in vehicle is a copter only).
-        home: "lat,lon,alt_m,heading_deg"."""
-        return (await call(sessions.open, model, instance, label, speedup, home, params, wipe, wait_s)).info()
+        home: a named home (CMAC; list_presets lists them) or "lat,lon,alt_m,heading_deg". wind: {"speed_m_s", "direction_deg", "turbulence", "profile"} as set_wind,
+        from boot. pace=True: the vehicle nearly stops between tool calls and runs at `speedup` during them.
+        preset: a name of list_presets (the arguments given win over its values). param_files: parameter files
+        applied at boot after the tree's defaults; params after them. scripts: Lua scripts (real SITL) by name in
+        SITLPOOL_SCRIPTS_DIR. The answer's `config` is the configuration the vehicle really got (read back)."""
+        o = await call(
+            presets.open_options,
+            preset,
+            sessions.settings,
+            model=model,
+            instance=instance,
+            label=label,
+            speedup=speedup,
+            home=home,
+            params=params,
+            wipe=wipe,
+            wait_s=wait_s,
+            param_files=param_files,
+            scripts=scripts,
+        )
+        wind_values, o["params"] = await call(world_tools.open_params, wind, o["params"])
+        s = await call(lambda: sessions.open(**o))
+        return await call(world_tools.after_open, sessions, s.info(), wind_values, pace, o["speedup"])
 
     @mcp.tool(annotations=ACT)
     async def attach_sitl(
