@@ -10,8 +10,10 @@ first record uploaded is item 1. Altitudes are metres above home unless ``"frame
 from __future__ import annotations
 
 import time
+import weakref
 
 from ..errors import ConfigError, MavlinkError
+from . import missionfiles
 from .exchange import Inbox, to_us
 from .link import A
 from .mission_items import (  # noqa: F401  (re-exported: the records are part of this module's API)
@@ -22,10 +24,13 @@ from .mission_items import (  # noqa: F401  (re-exported: the records are part o
     NAMES,
     RELATIVE_FRAMES,
     check_items,
+    file_item_message,
+    file_item_of,
     home_message,
     item_message,
     record_of,
     resend_message,
+    what_to_send,
 )
 from .recorder import recorder_for
 from .wire import show
@@ -40,6 +45,8 @@ RESTORE_TIMEOUT_S = 15.0
 MAX_DOWNLOAD_ITEMS = 10_000  # ArduPilot on an SD card stores a few thousand; 65,535 announced is not a mission
 
 MISSION_RESULTS = {e: v.name.replace("MAV_MISSION_", "").lower() for e, v in A.enums["MAV_MISSION_RESULT"].items()}
+MISSION, FENCE, RALLY = A.MAV_MISSION_TYPE_MISSION, A.MAV_MISSION_TYPE_FENCE, A.MAV_MISSION_TYPE_RALLY
+LISTS = {MISSION: "mission", FENCE: "fence", RALLY: "rally points"}
 LANDING = ("land", "rtl")
 
 
@@ -74,44 +81,109 @@ def _pack_all(link, msgs) -> None:
             raise ConfigError(f"mission item {m.seq}: a value does not fit its MAVLink field ({e})") from None
 
 
-def upload(link, items) -> dict:
-    """Check every item, then upload them as items 1..N (item 0: home). All or nothing: every
-    item is checked (and every message packed) before the first is sent, and the vehicle's
-    mission is read first, so that an upload failing midway (ArduPilot replaces its mission
-    item by item as they arrive) puts the previous mission back, and says so."""
-    checked = check_items(items)
+def upload(link, items=None, *, waypoints=None, plan=None, fence=None, rally=None) -> dict:
+    """Check everything, then upload: the mission (``items`` records, a ``.waypoints`` text or a
+    ``.plan`` text) as items 1..N (item 0: home, which the vehicle keeps), and the fence and
+    rally points (``fence``/``rally``, or the plan's geoFence and rallyPoints). All or nothing:
+    every item is checked (and every message packed) before the first is sent, and each list
+    the upload replaces is read first, so that an upload failing midway (ArduPilot replaces its
+    mission item by item as they arrive) puts every list back as it was, and says so."""
+    todo = what_to_send(items, waypoints, plan, fence, rally)
     link.require_writable("upload a mission")
     _after_boot(link)
     rec = recorder_for(link)
-    msgs = [home_message(link)] + [item_message(link, i, it) for i, it in enumerate(checked, start=1)]
-    _pack_all(link, msgs)
-    what = f"the mission upload ({len(checked)} items)"
+    msgs: dict[int, list] = {}
+    records = None
+    if "records" in todo:
+        records = todo["records"]
+        msgs[MISSION] = [home_message(link)] + [item_message(link, i, it) for i, it in enumerate(records, start=1)]
+    elif "mission" in todo:
+        its = todo["mission"]
+        msgs[MISSION] = [home_message(link)] + [file_item_message(link, i, it, MISSION) for i, it in enumerate(its, 1)]
+        records = [record_of(m) for m in msgs[MISSION][1:]]
+    for mtype, key in ((FENCE, "fence"), (RALLY, "rally")):
+        if key in todo:
+            msgs[mtype] = [file_item_message(link, i, it, mtype) for i, it in enumerate(todo[key])]
+    for ms in msgs.values():
+        _pack_all(link, ms)
     with rec.lock:
+        previous: dict[int, tuple[list | None, str]] = {}
+        for mtype in msgs:
+            try:
+                previous[mtype] = (_download_raw(link, time.monotonic() + DOWNLOAD_TIMEOUT_S, mtype), "")
+            except MavlinkError as e:
+                previous[mtype] = (None, str(e))
+        tried: list[int] = []
+        held = None
         try:
-            previous, unread = _download_raw(link, time.monotonic() + DOWNLOAD_TIMEOUT_S), ""
+            for mtype, ms in msgs.items():
+                tried.append(mtype)
+                n = len(ms) - 1 if mtype == MISSION else len(ms)
+                if n == 0:
+                    _clear_raw(link, time.monotonic() + DOWNLOAD_TIMEOUT_S, mtype)
+                else:
+                    what = f"the {LISTS[mtype]} upload ({n} items)"
+                    _upload_raw(link, ms, what, time.monotonic() + UPLOAD_TIMEOUT_S, mtype)
+                if mtype == FENCE:
+                    held = _fence_indexed(link, n, time.monotonic() + FENCE_INDEX_S)
         except MavlinkError as e:
-            previous, unread = None, str(e)
-        try:
-            _upload_raw(link, msgs, what, time.monotonic() + UPLOAD_TIMEOUT_S)
-        except MavlinkError as e:
-            back = _put_back(link, previous, unread)
-            if not back.startswith("the vehicle's previous mission"):
+            backs = [_put_back(link, *previous[m], m) for m in reversed(tried)]
+            if MISSION in tried and not backs[tried[::-1].index(MISSION)].startswith("the vehicle's previous"):
                 rec.mission = None  # unknown now: read again before a start
-            raise MavlinkError(f"{e}; {back}") from None
-    rec.mission = checked
-    rec.reset_progress(total=len(checked))
-    return {"uploaded": len(checked), "items": checked}
+            raise MavlinkError(f"{e}; " + "; ".join(backs)) from None
+    if "style" in todo:
+        _STYLES[link] = {**_STYLES.get(link, {}), **todo["style"]}
+    out: dict = {}
+    if records is not None:
+        rec.mission = records
+        rec.reset_progress(total=len(records))
+        out = {"uploaded": len(records), "items": records}
+    if FENCE in msgs:
+        out["fence_items"] = len(msgs[FENCE])
+        if held is not None and held != len(msgs[FENCE]):
+            out["warning"] = (
+                f"the vehicle accepted the fence ({len(msgs[FENCE])} items) but now announces {held}: "
+                "ArduCopter 4.7 does so for a fence of circles only replacing another; upload it again"
+            )
+    if RALLY in msgs:
+        out["rally_points"] = len(msgs[RALLY])
+    return out
 
 
-def _upload_raw(link, msgs: list, what: str, deadline: float) -> None:
+_STYLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # link -> how its last file was written
+
+
+FENCE_INDEX_S = 3.0
+
+
+def _fence_indexed(link, n: int, deadline: float) -> int | None:
+    """ArduPilot indexes its fence storage again after an upload is ACKed ("Fence Indexed OK"):
+    until then it announces the old count, or none, and refuses items (INVALID_SEQUENCE). Waits
+    (bounded) until it announces the ``n`` items sent; the count it announces last."""
+    target = _target(link)
+    while True:
+        with Inbox(link, {"MISSION_COUNT"}, to_us(link)) as box:
+            link.send(A.MAVLink_mission_request_list_message(*target, FENCE))
+            try:
+                got = _wait_for(box, link, "MISSION_COUNT", "the fence count", deadline, FENCE).count
+            except MavlinkError:
+                return None  # the download says what it says
+            if got:
+                link.send(A.MAVLink_mission_ack_message(*target, A.MAV_MISSION_ACCEPTED, FENCE))  # (not downloading)
+        if got == n or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def _upload_raw(link, msgs: list, what: str, deadline: float, mtype: int = MISSION) -> None:
     """MISSION_COUNT, then each item the vehicle asks for, until its MISSION_ACK. Bounded: by
     ``deadline``, and by the requests (a vehicle asking for item 0 again and again is stopped)."""
     with Inbox(link, {"MISSION_REQUEST", "MISSION_REQUEST_INT", "MISSION_ACK"}, to_us(link)) as box:
-        link.send(A.MAVLink_mission_count_message(*_target(link), len(msgs), A.MAV_MISSION_TYPE_MISSION))
+        link.send(A.MAVLink_mission_count_message(*_target(link), len(msgs), mtype))
         sent: set[int] = set()
         requests, most = 0, 3 * len(msgs) + 10  # lost messages are asked for again, a few times
         while True:
-            m = _next(box, link, what, deadline)
+            m = _next(box, link, what, deadline, mtype)
             if m.get_type() == "MISSION_ACK":
                 if m.type != A.MAV_MISSION_ACCEPTED:
                     bad = max(sent) if sent else None
@@ -132,54 +204,94 @@ def _upload_raw(link, msgs: list, what: str, deadline: float) -> None:
             sent.add(m.seq)
 
 
-def _put_back(link, previous: list | None, unread: str) -> str:
-    """After a failed upload: upload ``previous`` (raw items, home first) again; says how it went."""
+def _put_back(link, previous: list | None, unread: str, mtype: int = MISSION) -> str:
+    """After a failed upload: upload ``previous`` (raw items, home first for the mission) again;
+    says how it went."""
+    name = LISTS[mtype]
     if previous is None:
         return (
-            f"the vehicle's previous mission could not be read first ({unread}), so it was not put back: "
-            "its mission may now be partial; upload again or clear_mission"
+            f"the vehicle's previous {name} could not be read first ({unread}), so it was not put back: "
+            f"its {name} may now be partial; upload again or clear_mission"
         )
     deadline = time.monotonic() + RESTORE_TIMEOUT_S
     try:
         if not previous:
-            _clear_raw(link, deadline)
+            _clear_raw(link, deadline, mtype)
         else:
             msgs = [resend_message(link, m) for m in previous]
-            _upload_raw(link, msgs, "putting the previous mission back", deadline)
+            _upload_raw(link, msgs, f"putting the previous {name} back", deadline, mtype)
     except MavlinkError as e:
-        return f"putting the previous mission back failed too ({e}): the vehicle's mission may be partial"
-    return f"the vehicle's previous mission ({max(0, len(previous) - 1)} items) was put back"
+        return f"putting the previous {name} back failed too ({e}): the vehicle's {name} may be partial"
+    n = max(0, len(previous) - 1) if mtype == MISSION else len(previous)
+    return f"the vehicle's previous {name} ({n} items) was put back"
 
 
-def download(link) -> dict:
-    """The vehicle's mission as plain records (item 1 first) and its home (item 0)."""
+FORMATS = ("items", "waypoints", "plan")
+
+
+def download(link, format: str = "items", fence: bool = False, rally: bool = False) -> dict:
+    """The vehicle's mission as plain records (item 1 first) and its home (item 0); or as the
+    text of a ``.waypoints`` file (``format="waypoints"``, written as the last uploaded file
+    was: Mission Planner's style unless it was MAVProxy's) or of a ``.plan`` (``"plan"``: with
+    the fence and rally points). ``fence``/``rally``: the records also carry those lists."""
+    if format not in FORMATS:
+        raise ConfigError(f"format {show(format)} is not one of {', '.join(FORMATS)}")
     if link.state != "connected":
         raise MavlinkError(f"{link.name}: vehicle not connected ({link.state})")
     _after_boot(link)
     rec = recorder_for(link)
     with rec.lock:
         got = _download_raw(link, time.monotonic() + DOWNLOAD_TIMEOUT_S)
+        fence_raw = (
+            _download_raw(link, time.monotonic() + DOWNLOAD_TIMEOUT_S, FENCE) if fence or format == "plan" else None
+        )
+        rally_raw = (
+            _download_raw(link, time.monotonic() + DOWNLOAD_TIMEOUT_S, RALLY) if rally or format == "plan" else None
+        )
     items = [record_of(m) for m in got[1:]]
     home = None
     if got:
         h = got[0]
         scale = 1e7 if h.get_type() == "MISSION_ITEM_INT" else 1.0
-        home = {"lat": h.x / scale, "lon": h.y / scale, "alt_amsl_m": h.z}
+        home = {"lat": h.x / scale, "lon": h.y / scale, "alt_m": h.z}
     rec.mission = items
     if rec.progress.total is None:
         rec.progress.total = len(items)
-    return {"count": len(items), "items": items, "home": home}
+    if format == "items":
+        out: dict = {"count": len(items), "items": items, "home": home}
+        if fence_raw is not None:
+            out["fence"] = missionfiles.fence_shapes([file_item_of(m) for m in fence_raw])
+        if rally_raw is not None:
+            out["rally"] = missionfiles.rally_points([file_item_of(m) for m in rally_raw])
+        return out
+    home_item = file_item_of(got[0]) if got else None
+    its = [file_item_of(m) for m in got[1:]]
+    style = _STYLES.get(link, {})
+    if format == "waypoints":
+        text = missionfiles.write_waypoints(home_item, its, style.get("wpl", "missionplanner"), style.get("newline"))
+        return {"format": "waypoints", "count": len(items), "home": home, "text": text}
+    fl = [file_item_of(m) for m in fence_raw or []]
+    rl = [file_item_of(m) for m in rally_raw or []]
+    text = missionfiles.write_plan(home_item, its, fl, rl, style)
+    return {
+        "format": "plan",
+        "count": len(items),
+        "fence_items": len(fl),
+        "rally_points": len(rl),
+        "home": home,
+        "text": text,
+    }
 
 
-def _download_raw(link, deadline: float) -> list:
-    """Every item of the vehicle's mission (home first) as it sent them. Bounded: by
-    ``deadline``, by MAX_DOWNLOAD_ITEMS, and by the stray items a vehicle may send."""
+def _download_raw(link, deadline: float, mtype: int = MISSION) -> list:
+    """Every item of the vehicle's mission (home first), fence or rally points as it sent
+    them. Bounded: by ``deadline``, by MAX_DOWNLOAD_ITEMS, and by the stray items a vehicle may send."""
     target = _target(link)
-    what = "the mission download"
+    what = f"the {LISTS[mtype]} download"
     wanted = {"MISSION_COUNT", "MISSION_ITEM_INT", "MISSION_ITEM", "MISSION_ACK"}
     with Inbox(link, wanted, to_us(link)) as box:
-        link.send(A.MAVLink_mission_request_list_message(*target, A.MAV_MISSION_TYPE_MISSION))
-        count = _wait_for(box, link, "MISSION_COUNT", what, deadline).count
+        link.send(A.MAVLink_mission_request_list_message(*target, mtype))
+        count = _wait_for(box, link, "MISSION_COUNT", what, deadline, mtype).count
         if count > MAX_DOWNLOAD_ITEMS:
             raise MavlinkError(
                 f"{what}: the vehicle announces {count:,} items; sitlpool reads missions of at most "
@@ -187,10 +299,10 @@ def _download_raw(link, deadline: float) -> list:
             )
         got: dict[int, object] = {}
         for seq in range(count):
-            link.send(A.MAVLink_mission_request_int_message(*target, seq, A.MAV_MISSION_TYPE_MISSION))
+            link.send(A.MAVLink_mission_request_int_message(*target, seq, mtype))
             stray = 0
             while seq not in got:
-                m = _wait_for(box, link, ("MISSION_ITEM_INT", "MISSION_ITEM"), f"{what} (item {seq})", deadline)
+                m = _wait_for(box, link, ("MISSION_ITEM_INT", "MISSION_ITEM"), f"{what} (item {seq})", deadline, mtype)
                 if m.seq == seq:
                     got[seq] = m
                     continue
@@ -198,13 +310,13 @@ def _download_raw(link, deadline: float) -> list:
                 if stray > 10:
                     raise MavlinkError(f"{what}: asked for item {seq}, the vehicle keeps sending item {m.seq}")
         if count:
-            link.send(A.MAVLink_mission_ack_message(*target, A.MAV_MISSION_ACCEPTED, A.MAV_MISSION_TYPE_MISSION))
+            link.send(A.MAVLink_mission_ack_message(*target, A.MAV_MISSION_ACCEPTED, mtype))
     return [got[s] for s in range(count)]
 
 
-def _next(box: Inbox, link, what: str, deadline: float):
-    """The next message of this exchange about the mission (not the fence or rally points),
-    waiting at most one step and never past ``deadline``."""
+def _next(box: Inbox, link, what: str, deadline: float, mtype: int = MISSION):
+    """The next message of this exchange about list ``mtype`` (the mission, fence or rally
+    points: not the other two), waiting at most one step and never past ``deadline``."""
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -216,14 +328,14 @@ def _next(box: Inbox, link, what: str, deadline: float):
             raise MavlinkError(
                 f"{link.name}: no answer to {what} within {STEP_TIMEOUT_S:g}s; is the vehicle still there?"
             )
-        if getattr(m, "mission_type", 0) == A.MAV_MISSION_TYPE_MISSION:
+        if getattr(m, "mission_type", 0) == mtype:
             return m
 
 
-def _wait_for(box: Inbox, link, types, what: str, deadline: float):
+def _wait_for(box: Inbox, link, types, what: str, deadline: float, mtype: int = MISSION):
     types = (types,) if isinstance(types, str) else types
     while True:
-        m = _next(box, link, what, deadline)
+        m = _next(box, link, what, deadline, mtype)
         if m.get_type() == "MISSION_ACK" and "MISSION_ACK" not in types:
             if m.type != A.MAV_MISSION_ACCEPTED:
                 raise _refused(link, what, m.type)
@@ -243,12 +355,13 @@ def clear(link) -> dict:
     return {"cleared": True}
 
 
-def _clear_raw(link, deadline: float) -> None:
+def _clear_raw(link, deadline: float, mtype: int = MISSION) -> None:
+    what = f"clear {LISTS[mtype]}"
     with Inbox(link, {"MISSION_ACK"}, to_us(link)) as box:
-        link.send(A.MAVLink_mission_clear_all_message(*_target(link), A.MAV_MISSION_TYPE_MISSION))
-        m = _wait_for(box, link, "MISSION_ACK", "clear mission", deadline)
+        link.send(A.MAVLink_mission_clear_all_message(*_target(link), mtype))
+        m = _wait_for(box, link, "MISSION_ACK", what, deadline, mtype)
         if m.type != A.MAV_MISSION_ACCEPTED:
-            raise _refused(link, "clear mission", m.type)
+            raise _refused(link, what, m.type)
 
 
 def set_current(link, item: int, timeout: float = 3.0) -> None:

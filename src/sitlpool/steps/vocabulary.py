@@ -126,8 +126,22 @@ _LIST = (
     Tool("set_param", _set_param, ("name", "value"), {}, {"name": "str", "value": "number"}),
     Tool("get_params", lambda s, a: params.get_all(_link(s), a["prefix"]), (), {"prefix": None}, {"prefix": "str"}),
     Tool("set_params", lambda s, a: params.set_many(_link(s), a["values"]), ("values",), {}, {"values": "dict"}),
-    Tool("upload_mission", lambda s, a: mission.upload(_link(s), a["items"]), ("items",), {}, {"items": "list"}),
-    Tool("download_mission", lambda s, a: mission.download(_link(s))),
+    Tool(
+        "upload_mission",
+        lambda s, a: mission.upload(
+            _link(s), a["items"], waypoints=a["waypoints"], plan=a["plan"], fence=a["fence"], rally=a["rally"]
+        ),
+        (),
+        {"items": None, "waypoints": None, "plan": None, "fence": None, "rally": None},
+        {"items": "list", "waypoints": "str", "plan": "str", "fence": "list", "rally": "list"},
+    ),
+    Tool(
+        "download_mission",
+        lambda s, a: mission.download(_link(s), a["format"], a["fence"], a["rally"]),
+        (),
+        {"format": "items", "fence": False, "rally": False},
+        {"format": "str", "fence": "bool", "rally": "bool"},
+    ),
     Tool("clear_mission", lambda s, a: mission.clear(_link(s))),
     Tool(
         "start_mission",
