@@ -22,6 +22,7 @@ from .errors import SessionError, SitlpoolError
 from .flight import Flight, check_finite, check_home, resolve_binary
 from .instances import out_of_range
 from .leases import Lease, LeasePool, validate_owner
+from .mavlink.forward import Forwarder, parse_output
 from .mavlink.recorder import attach as record
 from .process import SitlManager, SitlProcess, kill_instance, reap_orphans
 from .process.unmanaged import local_instance_of
@@ -119,6 +120,7 @@ class Session:
     closing: bool = False  # set before its SITL is killed: a session being closed never reads as died
     closed: bool = False
     _flight: Flight | None = None
+    forwarder: Forwarder | None = None  # ground stations watching through this session's link
 
     @property
     def link(self):
@@ -166,8 +168,13 @@ class Session:
             out["endpoint"] = self.link.endpoint
         if h.dead and h.status is not None:
             out["status"] = h.status.as_dict()
-        if getattr(h, "config", None):  # a managed SITL's configuration, read back once it ran
-            out["config"] = h.config
+        config, tlog = getattr(h, "config", None), getattr(h, "tlog_path", None)  # a managed SITL's
+        if config:  # its configuration, read back once it ran
+            out["config"] = config
+        if tlog:
+            out["tlog"] = str(tlog)
+        if self.forwarder is not None:
+            out["watch"] = self.forwarder.info()
         return out
 
     def snapshot(self) -> dict:
@@ -324,8 +331,13 @@ class Sessions:
         wait_s: float = 0,
         param_files: list | None = None,
         scripts: list | None = None,
+        watch: list[str] | str | None = None,
+        tlog: bool = False,
     ) -> Session:
         model, speedup, label, home, params = check_open_args(model, speedup, label, home, params)
+        watch = [watch] if isinstance(watch, str) else list(watch or [])
+        for out in watch:
+            parse_output(out)  # a bad output stops the open before anything is launched
         if instance is not None:
             self._check_instance(instance)
         binary = resolve_binary(self.settings, model)
@@ -343,10 +355,18 @@ class Sessions:
             wipe=wipe,
             param_files=param_files,
             scripts=scripts,
+            tlog=tlog,
             owner=self.owner(sid, label),
             ready_timeout=min(self.settings.ready_timeout_s, MAX_BLOCK_S - wait_s),
         )
-        return self._add(Session(sid, label, h, "managed"))
+        s = self._add(Session(sid, label, h, "managed"))
+        if watch:
+            try:
+                s.forwarder = Forwarder(s.link, watch)
+            except BaseException:
+                self._close(s)
+                raise
+        return s
 
     def _manager(self, binary) -> SitlManager:
         """The manager launching ``binary`` (another vehicle of the configured build gets its own)."""
@@ -423,6 +443,9 @@ class Sessions:
 
     def _close(self, s: SessionLike) -> None:
         s.closing = True  # before the kill: its death is ours, not a crash
+        forwarder = getattr(s, "forwarder", None)
+        if forwarder is not None:
+            forwarder.close()
         try:
             s.handle.kill(wait=True)
         finally:

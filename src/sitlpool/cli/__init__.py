@@ -36,6 +36,7 @@ from .fly import add_parser as add_fly_parser
 from .logs import add_parser as add_logs_parser
 from .presets import add_parser as add_presets_parser
 from .status import cmd_status, program_name, status_doc, status_table
+from .watch import add_parser as add_watch_parser
 
 __all__ = [
     "EXIT_DIED",
@@ -129,6 +130,7 @@ def parser() -> argparse.ArgumentParser:
     add_fly_parser(sub)
     add_dashboard_parser(sub)
     add_presets_parser(sub)
+    add_watch_parser(sub)
     return p
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -21,6 +22,25 @@ def instances_seen_by(sessions: Sessions, all_: bool = False) -> dict:
     """``status.instances_document`` seen from this server's sessions and leases."""
     mine = {s.handle.instance: s.id for s in sessions.open_sessions() if s.kind == "managed"}
     return instances_document(sessions.settings, sessions.pool, all_, sessions=mine, leases=sessions.leases)
+
+
+def agent_param_files(settings, files: list[str] | None) -> list[str] | None:
+    """An agent's parameter files: names of files beside the presets file (an agent never names
+    an arbitrary path on this machine, whose lines a parse error would quote), unless
+    SITLPOOL_ALLOW_PATHS=1."""
+    if not files or settings.allow_paths:
+        return files
+    base = presets.presets_file(settings).parent.resolve()
+    out = []
+    for f in [files] if isinstance(files, str) else files:
+        p = (base / str(f)).resolve()
+        if Path(str(f)).is_absolute() or base not in p.parents:
+            raise ToolError(
+                f"param_files: {f!r} is not a file name in {base}; put the file beside the presets file "
+                "(or set SITLPOOL_ALLOW_PATHS=1 to let agents name any path)"
+            )
+        out.append(str(p))
+    return out
 
 
 def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
@@ -78,6 +98,8 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
         preset: str | None = None,
         param_files: list[str] | None = None,
         scripts: list[str] | None = None,
+        watch: list[str] | None = None,
+        tlog: bool = False,
     ) -> dict:
         """Launch a SITL on a leased instance (the configured binary or the built-in vehicle) and connect to it.
         model: quad (default), hexa, ... or plane (real ArduPlane beside the configured ArduCopter; the built-in vehicle is a copter only).
@@ -85,7 +107,11 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
         from boot. pace=True: the vehicle nearly stops between tool calls and runs at `speedup` during them.
         preset: a name of list_presets (the arguments given win over its values). param_files: parameter files
         applied at boot after the tree's defaults; params after them. scripts: Lua scripts (real SITL) by name in
-        SITLPOOL_SCRIPTS_DIR. The answer's `config` is the configuration the vehicle really got (read back)."""
+        SITLPOOL_SCRIPTS_DIR. The answer's `config` is the configuration the vehicle really got (read back).
+        watch: ["udp:127.0.0.1:14550", "tcpin:127.0.0.1:5790"]: ground stations (QGroundControl, MAVProxy) watch
+        read-only through this session's link; loopback only. tlog=True: record the link's telemetry (.tlog), kept
+        with the flight's logs."""
+        param_files = agent_param_files(sessions.settings, param_files)
         o = await call(
             presets.open_options,
             preset,
@@ -102,7 +128,7 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
             scripts=scripts,
         )
         wind_values, o["params"] = await call(world_tools.open_params, wind, o["params"])
-        s = await call(lambda: sessions.open(**o))
+        s = await call(lambda: sessions.open(**o, watch=watch, tlog=tlog))
         return await call(world_tools.after_open, sessions, s.info(), wind_values, pace, o["speedup"])
 
     @mcp.tool(annotations=ACT)
