@@ -30,6 +30,8 @@ from ._common import (
     target_arg,
     timeout_arg,
 )
+from .ab import add_parser as add_ab_parser
+from .ab import extend_batch_parser
 from .commands import cmd_attach, cmd_demo, cmd_kill, cmd_reap, cmd_run, cmd_serve, substitute
 from .dashboard import add_parser as add_dashboard_parser
 from .fly import add_parser as add_fly_parser
@@ -83,6 +85,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_status)
     fleet_cli.add_status_option(s)
     fleet_cli.add_subcommands(sub)
+    extend_batch_parser(sub.choices["batch"])  # sitlpool batch --variants: an A/B batch on Ray
     r = sub.add_parser(
         "run",
         help="lease an instance and run a command holding it",
@@ -131,6 +134,7 @@ def parser() -> argparse.ArgumentParser:
     add_dashboard_parser(sub)
     add_presets_parser(sub)
     add_watch_parser(sub)
+    add_ab_parser(sub)
     return p
 
 

@@ -61,7 +61,7 @@ def add_subcommands(sub) -> None:
         "(one scenario on a ready, leased SITL). One JSON line per item, in item order; "
         "exit 1 if any item failed.",
     )
-    b.add_argument("file", help="the scenario module (.py)")
+    b.add_argument("file", nargs="?", default=None, help="the scenario module (.py); or an A/B batch: --variants")
     b.add_argument(
         "--ray",
         metavar="ADDRESS",

@@ -9,13 +9,13 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 
 from ...sessions import Sessions
-from . import film, flight, logs, missions, parameters, pictures, presets, world
+from . import batch, film, flight, logs, missions, parameters, pictures, presets, world
 from . import sessions as session_tools
 from . import steps as step_tools
 from .common import Call
 
 # the order tools/list lists them in
-SUBJECTS = (session_tools, flight, parameters, missions, pictures, logs, world, step_tools, presets, film)
+SUBJECTS = (session_tools, flight, parameters, missions, pictures, logs, world, step_tools, batch, presets, film)
 
 
 def register_all(mcp: MCPServer, sessions: Sessions, call: Call) -> None:

@@ -1,0 +1,208 @@
+"""A/B batch benchmarks on the built-in vehicle: a batch of 2 variants x 10 runs of a
+60-sim-second step program at speedup 10 (``batch_fly``, the local pool) against the same
+runs scripted one by one through the Python API (sitlpool.steps.fly); runs per minute
+against slots (1, 2, 4, 6); and a model of a 20-node x 16-slot cluster from the measured
+per-run costs (wall and CPU seconds of a run). ``--runs N``: runs per variant (default 10);
+``--sweep-runs N``: per variant in the slot sweep (default 6); ``--quick``: 3 and 2; ``--ray``: the same batch on a 3-node loopback Ray cluster too
+(Ray's per-run overhead); ``--ray-only``: the local batch and the Ray one, nothing else."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _util import report  # noqa: E402
+
+POOL = "1440-1451"  # 12 instances, away from the tests' 1000-1299 and the default 40-59
+SPEEDUP = 10
+# ~60 sim seconds: climb to 10 m (~5-10 s), hover 30 s, land from 10 m (~20 s)
+STEPS = [
+    {"tool": "set_mode", "mode": "GUIDED"},
+    {"tool": "arm"},
+    {"tool": "takeoff", "altitude_m": 10},
+    {"tool": "wait_until", "condition": "altitude_above", "value": 9.5, "timeout_s": 60},
+    {"hold_s": 30},
+    {"tool": "land"},
+    {"tool": "wait_until", "condition": "disarmed", "timeout_s": 90},
+]
+VARIANTS = {"A": {"params": {"WPNAV_SPEED_UP": 250}}, "B": {"params": {"WPNAV_SPEED_UP": 100}}}
+CLUSTER_NODES, CLUSTER_SLOTS, CLUSTER_CORES = 20, 16, 16
+
+
+def _arg(name: str, default: int) -> int:
+    if name in sys.argv:
+        return int(sys.argv[sys.argv.index(name) + 1])
+    return default
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process and its reaped children (every SITL is one)."""
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def sequential(runs: int) -> dict:
+    """The same runs scripted one by one through the Python API (``sitlpool.steps.fly``)."""
+    from sitlpool.steps import fly
+
+    t0, c0 = time.monotonic(), cpu_s()
+    ok = 0
+    sim = []
+    for i in range(runs):
+        for name, v in VARIANTS.items():
+            r = fly(STEPS, speedup=SPEEDUP, params=v["params"], label=f"bench-seq-{name}-{i}", time_limit_s=600)
+            ok += bool(r.ok)
+            if r.sim_duration_s:
+                sim.append(r.sim_duration_s)
+    wall, cpu = time.monotonic() - t0, cpu_s() - c0
+    n = runs * len(VARIANTS)
+    return {"runs": n, "ok": ok, "wall_s": wall, "cpu_s": cpu, "sim_s_mean": sum(sim) / max(1, len(sim))}
+
+
+def batched(runs: int, concurrency: int | None) -> dict:
+    from sitlpool.batch import batch_fly
+
+    t0, c0 = time.monotonic(), cpu_s()
+    st = batch_fly(VARIANTS, runs, STEPS, metrics=["time_to_alt_s"], speedup=SPEEDUP, concurrency=concurrency, seed=1)
+    wall, cpu = time.monotonic() - t0, cpu_s() - c0
+    return {
+        "runs": st["done"],
+        "ok": st["done"] - st["failed"],
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "concurrency": st["concurrency"],
+        "batch_id": st["batch_id"],
+    }
+
+
+def run_walls(batch_id: str) -> list[float]:
+    from sitlpool.batch.store import BatchDir
+    from sitlpool.config import load_settings
+
+    return [r["wall_s"] for r in BatchDir(load_settings().data_dir, batch_id).runs() if r.get("success")]
+
+
+def on_ray(runs: int, local_wall: float) -> dict:
+    """The same batch on a 3-node loopback Ray cluster (2 sitl slots each): wall, runs/min, and
+    Ray's per-run overhead (a run's wall on the fleet less a run's wall locally)."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    import ray
+
+    from ray_cluster import RayCluster
+    from sitlpool.batch import batch_fly
+    from sitlpool.fleet import Fleet
+
+    base = 1460
+    c = RayCluster.start([[base, base + 1], [base + 6, base + 7], [base + 12, base + 13]], sitl_per_node=2, timeout=180)
+    try:
+        fleet = Fleet(c.address)
+        try:
+            t0 = time.monotonic()
+            st = batch_fly(VARIANTS, runs, STEPS, metrics=["time_to_alt_s"], speedup=SPEEDUP, fleet=fleet, seed=1)
+            wall = time.monotonic() - t0
+        finally:
+            fleet.close()
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        c.stop()
+    walls = run_walls(st["batch_id"])
+    per_run = sum(walls) / max(1, len(walls))
+    return {
+        "runs": st["done"],
+        "ok": st["done"] - st["failed"],
+        "wall_s": wall,
+        "concurrency": st["concurrency"],
+        "run_wall_s": per_run,
+        "overhead_s": per_run - local_wall,
+        "overhead_pct": (per_run - local_wall) / local_wall * 100,
+    }
+
+
+def per_min(d: dict) -> float:
+    return d["runs"] / d["wall_s"] * 60
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    runs = _arg("--runs", 3 if quick else 10)
+    sweep_runs = _arg("--sweep-runs", 2 if quick else 6)
+    tmp = tempfile.mkdtemp(prefix="sitlpool-bench-batch-")
+    os.environ.update(SITLPOOL_DATA_DIR=tmp, SITLPOOL_POOL=POOL)
+    cores = os.cpu_count() or 1
+    print(f"# batch bench: built-in vehicle, speedup {SPEEDUP}, {cores} cores, data dir {tmp}", flush=True)
+    figures: dict = {"cores": cores}
+
+    b = batched(runs, None)
+    figures["batch"] = b
+    report(
+        f"batch_fly 2 x {runs} runs (concurrency {b['concurrency']})",
+        f"{b['wall_s']:.1f} s wall, {per_min(b):.1f} runs/min, {b['ok']}/{b['runs']} ok",
+    )
+    local_run = sum(run_walls(b["batch_id"])) / b["runs"]
+    if "--ray" in sys.argv:
+        r = on_ray(runs, local_run)
+        figures["ray"] = r
+        report(
+            f"3-node loopback Ray, 2 x {runs} runs (concurrency {r['concurrency']})",
+            f"{r['wall_s']:.1f} s wall, {per_min(r):.1f} runs/min, {r['ok']}/{r['runs']} ok",
+        )
+        report(
+            "Ray per-run overhead",
+            f"{r['overhead_s']:.2f} s ({r['overhead_pct']:.1f}% of a {local_run:.1f} s run)",
+            "<= 5%",
+        )
+    if "--ray-only" in sys.argv:
+        print(json.dumps(figures, default=str))
+        return
+    s = sequential(runs)
+    figures["sequential"] = s
+    report(
+        "the same runs one by one (Python API)",
+        f"{s['wall_s']:.1f} s wall, {per_min(s):.1f} runs/min, "
+        f"{s['ok']}/{s['runs']} ok, {s['sim_s_mean']:.1f} sim s per run",
+    )
+    report("throughput batch / one by one", f"{per_min(b) / per_min(s):.2f}x", ">= 2x")
+
+    sweep = {}
+    for k in (1, 2, 4, 6):
+        d = batched(sweep_runs, k)
+        sweep[k] = d
+        report(f"slots {k}: 2 x {sweep_runs} runs", f"{per_min(d):.1f} runs/min ({d['wall_s']:.1f} s wall)")
+    figures["sweep"] = sweep
+
+    # per-run costs, measured: the wall time of one run alone, and CPU seconds per run
+    wall_run = s["wall_s"] / s["runs"]
+    cpu_run = s["cpu_s"] / s["runs"]
+    per_slot = 60 / wall_run  # runs/min one slot gives when the CPU is not the limit
+    per_node_cpu = CLUSTER_CORES * 60 / cpu_run  # runs/min a node's cores can carry
+    per_node = min(CLUSTER_SLOTS * per_slot, per_node_cpu)
+    model = {
+        "wall_s_per_run": wall_run,
+        "cpu_s_per_run": cpu_run,
+        "per_node_runs_min": per_node,
+        "node_limit": "slots" if CLUSTER_SLOTS * per_slot <= per_node_cpu else "cpu",
+        "cluster_runs_min": CLUSTER_NODES * per_node,
+    }
+    figures["model"] = model
+    report("measured per run", f"{wall_run:.2f} s wall alone, {cpu_run:.2f} CPU s")
+    report(
+        f"model: 1 node, {CLUSTER_SLOTS} slots, {CLUSTER_CORES} cores",
+        f"{per_node:.0f} runs/min (limited by {model['node_limit']})",
+    )
+    report(
+        f"model: {CLUSTER_NODES} nodes x {CLUSTER_SLOTS} slots",
+        f"{model['cluster_runs_min']:.0f} runs/min (Ray overhead not included)",
+    )
+    print(json.dumps(figures, default=str))
+
+
+if __name__ == "__main__":
+    main()
