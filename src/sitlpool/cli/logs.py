@@ -1,8 +1,8 @@
 """``sitlpool logs``: the kept flight logs for people (tables) and scripts (``--json``).
 
 ``list``, ``show`` (summary), ``fields``, ``messages``, ``compare``, ``pin``, ``unpin``,
-``prune``, ``path`` and ``picture``. Where a command names a log (LOG), a kept log's id or a
-path to any DataFlash ``.BIN`` works (``pin``/``unpin`` take kept ids only). The library is
+``prune``, ``path``, ``picture`` and ``film``. Where a command names a log (LOG), a kept
+log's id or a path to any DataFlash ``.BIN`` works (``pin``/``unpin`` take kept ids only). The library is
 ``sitlpool.logs``; it is imported by the handlers, never at start-up (pymavlink: ~90 ms).
 ``add_parser(subparsers)`` registers the command on the CLI's parser.
 """
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..instances import strict_int
 from ..process.managed import printable
-from ._common import EXIT_ERROR, EXIT_OK, err, say, seconds_arg
+from ._common import EXIT_ERROR, EXIT_OK, _number, err, say, seconds_arg
 
 if TYPE_CHECKING:
-    from ..logs import LogRecord, LogStore
+    from ..logs import LogStore
 
 LIST_DEFAULT = 20  # `logs list` shows the newest this many (`--all`: every one)
 _AGE = re.compile(r"\s*\d+(?:\.\d+)?\s*[smhd]\s*")
@@ -356,46 +356,11 @@ def cmd_unpin(a: argparse.Namespace) -> int:
     return _set_pin(a, False)
 
 
-def _prune_plan(store: LogStore, budget_mb: float) -> tuple[list[LogRecord], int]:
-    """What ``store.prune(budget_mb)`` would delete, deleting nothing (its rules: oldest first,
-    never a pinned, in-place, busy or another user's log), and the bytes kept now."""
-    from ..logs.sitldir import open_paths  # as _store
-    from ..logs.store import BUSY_S
-
-    recs = [r for r in store.list() if r.managed]
-    sizes = {}
-    for r in recs:
-        try:
-            sizes[r.id] = os.stat(r.path).st_size
-        except OSError:
-            sizes[r.id] = 0
-    total = usage = sum(sizes.values())
-    budget = budget_mb * 1e6
-    now, me = time.time(), os.geteuid()
-    cands = []
-    for r in sorted(recs, key=lambda r: (r.end or r.start or 0, r.id)):
-        try:
-            st = os.stat(r.path)
-        except OSError:
-            continue
-        if not r.pinned and st.st_uid == me and now - st.st_mtime >= BUSY_S:
-            cands.append(r)
-    busy = open_paths([r.path for r in cands])
-    out = []
-    for r in cands:
-        if total <= budget:
-            break
-        if os.path.realpath(r.path) not in busy:
-            out.append(r)
-            total -= sizes[r.id]
-    return out, usage
-
-
 def cmd_prune(a: argparse.Namespace) -> int:
     store = _store()
     budget = store.budget_mb if a.budget_mb is None else a.budget_mb
     if a.dry_run:
-        gone, before = _prune_plan(store, budget)
+        gone, before = store.prune_plan(budget)
         after = before - sum(r.size for r in gone)
     else:
         before = store.usage()
@@ -442,6 +407,28 @@ def cmd_picture(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def film_speed_arg(text: str) -> float:
+    return _number(text, "speed", 0.1, 1000)
+
+
+def cmd_film(a: argparse.Namespace) -> int:
+    from ..logs.film import render_flight  # Pillow and the encoder: only `logs film` pays for them
+
+    path, log_id = _resolve(_store(), a.log)
+    fmt = "gif" if a.gif or a.output.lower().endswith(".gif") else "mp4"
+    film = render_flight(path, a.output, fps=a.fps, speed=a.speed, format=fmt, t0=a.t0, t1=a.t1, title=a.title or "")
+    if a.json:
+        return _json({"id": log_id, "log": str(path), **film.as_dict(), "path": str(film.path.resolve())})
+    say(
+        f"wrote {film.path} ({film.size / 1e6:.1f} MB): {film.frames} frames at {film.fps} fps "
+        f"({film.duration:.1f} s, x{film.speed:.3g}) of log time {film.t0:.1f}-{film.t1:.1f} s of {path}"
+    )
+    end = _end_line(film.end)
+    if end:
+        say(f"warning: {end}")
+    return EXIT_OK
+
+
 # ---- the parser ---------------------------------------------------------------------------------
 
 LOG_HELP = "a kept log's id (sitlpool logs list) or a path to a DataFlash .BIN"
@@ -456,7 +443,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``sitlpool logs`` and its subcommands on the CLI's subparsers."""
     lg = subparsers.add_parser(
         "logs",
-        help="flight logs: list, show, fields, messages, compare, pin, unpin, prune, path, picture",
+        help="flight logs: list, show, fields, messages, compare, pin, unpin, prune, path, picture, film",
         description="Every flight's DataFlash log, kept under <data_dir>/logs/ within SITLPOOL_LOG_BUDGET_MB. "
         "LOG is a kept log's id or a path to any .BIN. Every subcommand takes --json.",
     )
@@ -503,5 +490,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("fields", nargs="+", metavar="TYPE.Field", help="at most 8, e.g. CTUN.Alt BAT.Volt")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the PNG to write")
     p.add_argument("--title", help="the picture's title")
+    _range(p)
+    p = cmd("film", cmd_film, "a film (MP4, or GIF) of the flight: the map and a HUD over time, for a bug report")
+    p.add_argument("log", metavar="LOG", help=LOG_HELP)
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the film to write (.mp4, or .gif)")
+    p.add_argument("--gif", action="store_true", help="a GIF (Pillow) instead of an MP4 (H.264)")
+    p.add_argument("--fps", type=_int_arg("fps", 1, 60), default=10, metavar="N", help="frames a second (10)")
+    p.add_argument(
+        "--speed",
+        type=film_speed_arg,
+        metavar="X",
+        help="log seconds per film second (default: real time, faster beyond 2 minutes of film)",
+    )
+    p.add_argument("--title", help="the film's title")
     _range(p)
     return lg

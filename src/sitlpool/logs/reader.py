@@ -77,7 +77,10 @@ class LogFormat:
 
     @classmethod
     def from_fmt(cls, ty: int, length: int, name: str, fmt: str, cols: str) -> LogFormat:
-        d = DFFormat(ty, name, length, fmt, cols)  # validates the format characters
+        bad = [c for c in fmt if c not in FORMAT_TO_STRUCT]
+        if bad:  # checked here: DFFormat would print it on stdout (a CLI's JSON) before raising
+            raise LogError(f"message {name}: unknown format character {bad[0]!r}")
+        d = DFFormat(ty, name, length, fmt, cols)
         f = cls(ty, d.name, length, fmt, list(d.columns))
         try:
             f.struct = struct.Struct(d.msg_struct)
@@ -88,7 +91,7 @@ class LogFormat:
         f._mults = [(i, m) for i, m in enumerate(d.msg_mults) if m is not None]
         f._strings = [i for i, c in enumerate(fmt) if FORMAT_TO_STRUCT[c][2] is str and c != "a"]
         f.index = {c: i for i, c in enumerate(f.columns)}
-        f.time_us = bool(f.columns) and f.columns[0] == "TimeUS" and fmt[:1] in "Qq"
+        f.time_us = bool(f.columns) and f.columns[0] == "TimeUS" and fmt[:1] in ("Q", "q") and f.struct is not None
         f.units = [""] * len(f.columns)
         return f
 
@@ -202,6 +205,8 @@ class LogReader:
         ty, n, name, fmt, cols = _FMT_STRUCT.unpack_from(raw, 3)
         if ty in self.formats or n < 3:  # a redefinition keeps the first: ArduPilot never redefines
             return False
+        if ty == FMT_TYPE and n != FMT_LEN:  # FMT's own length is fixed: the chain would break on it
+            return False
         try:
             f = LogFormat.from_fmt(
                 ty,
@@ -260,7 +265,11 @@ class LogReader:
         last_raw = b""
         last_time: float | None = None
         end = ReadEnd(size=self.size)
-        with open(self.path, "rb") as fh:
+        try:
+            fh = open(self.path, "rb")  # closed by the with below; opened apart to say why it fails
+        except OSError as e:  # removed between two passes (pruned, or a live log kept as its session ended)
+            raise LogError(f"cannot read log {self.path.name}: {e.strerror or e} (removed while being read?)") from None
+        with fh:
             eof = False
             while True:
                 more = b"" if eof else fh.read(CHUNK)

@@ -11,116 +11,59 @@ record points at them in place (``record_in_place``), and ``prune`` never delete
 Group-shared data dirs (setgid, group-writable: 2775 or 3775): what the store creates is
 group-writable too; a user lists and reads the logs they may read and never deletes another
 user's (the owner of a kept log is the owner of its file).
+
+A record is data: in a group-shared store any member may rewrite it (members pin each
+other's logs), so no path or id in it is trusted. A record is one only under its own id's
+name; a kept log is the regular file ``logs/<dir>/<id>.BIN`` (or ``.tlog``) of its id, no
+symlink on the way; a log in place is a regular file (never a FIFO or a device). Anything
+else is refused in one line, never read, never pruned.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import errno
+import fcntl
 import json
 import os
-import re
 import secrets
 import shutil
 import stat
 import time
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from dataclasses import asdict
 from pathlib import Path
 
-from ..config import ENV_PREFIX, env_paths
+from ..config import env_paths
 from ..errors import ConfigError
 from .reader import LogError
+from .record import (  # noqa: F401  (re-exported: sitlpool.logs.store's names before the split)
+    _FIELDS,
+    _SAFE,
+    BUSY_S,
+    DEFAULT_BUDGET_MB,
+    ID_RE,
+    MAX_RECORD_BYTES,
+    LogMoveError,
+    LogRecord,
+    UnknownLog,
+    _since,
+    budget_from_env,
+)
 from .sitldir import BIN_NAME, open_paths
 
-DEFAULT_BUDGET_MB = 2000
-BUSY_S = 5.0  # a log modified this recently may still be being written: never pruned
-ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_FIELDS = ("session", "label", "holder", "instance", "model", "binary", "binary_version", "start", "end")
 
-
-class UnknownLog(LogError, KeyError):
-    """No kept log with that id (or an id that is not an id: a path, for an agent)."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
-
-
-class LogMoveError(LogError):
-    """A log could not be moved into the store (a full disk...): it stays where it was.
-    ``kept`` holds the records of the logs of the same call that were kept."""
-
-    def __init__(self, message: str, kept: list | None = None):
-        super().__init__(message)
-        self.kept = kept or []
-
-
-@dataclass
-class LogRecord:
-    """What the store knows of one kept log. Times are Unix seconds."""
-
-    id: str
-    kind: str  # "bin" (DataFlash) or "tlog" (MAVLink telemetry)
-    path: str  # where the log is now
-    size: int
-    managed: bool = True  # moved into the store (False: an unmanaged SITL's log, in place)
-    pinned: bool = False
-    session: str | None = None
-    label: str | None = None
-    holder: str | None = None
-    instance: int | None = None
-    model: str | None = None
-    binary: str | None = None
-    binary_version: str | None = None
-    start: float | None = None
-    end: float | None = None
-    source: str | None = None  # where it was found
-    owner: int | None = None  # uid of the user who kept it
-    extra: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        for k in ("start", "end"):
-            if d[k] is not None:
-                d[k + "_iso"] = datetime.fromtimestamp(d[k]).astimezone().isoformat(timespec="seconds")
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> LogRecord:
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
-
-
-def budget_from_env(environ=os.environ) -> float:
-    raw = environ.get(ENV_PREFIX + "LOG_BUDGET_MB")
-    if raw in (None, ""):
-        return float(DEFAULT_BUDGET_MB)
+def _read_record(path: str | os.PathLike) -> bytes:
+    """A record's bytes: a regular file (a FIFO planted in ``records/`` would block the open,
+    a symlink would name any file), at most ``MAX_RECORD_BYTES`` (a bigger one is cut: damaged)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        v = float(raw)
-    except ValueError:
-        v = -1.0
-    if not v > 0 or v != v or v == float("inf"):
-        raise ConfigError(f"SITLPOOL_LOG_BUDGET_MB={raw!r}: give the log store's budget in MB, a number above 0")
-    return v
-
-
-def _since(since) -> float | None:
-    if since is None or since == "":
-        return None
-    if isinstance(since, datetime):
-        return since.timestamp()
-    if isinstance(since, (int, float)) and not isinstance(since, bool):
-        return float(since)
-    if isinstance(since, str):
-        try:
-            return datetime.fromisoformat(since).timestamp()
-        except ValueError:
-            pass
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", since)
-        if m:
-            return time.time() - float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-    raise LogError(f"since={since!r}: give a time (ISO 8601, Unix seconds) or an age like 30m, 2h, 7d")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_RECORD_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 class LogStore:
@@ -156,6 +99,32 @@ class LogStore:
                 continue
             if shared:
                 os.chmod(p, 0o2775 | sticky)  # the umask cut the group's write bit at mkdir
+
+    @contextlib.contextmanager
+    def _lock(self):
+        """One pin, unpin or prune's deletion at a time, across processes (flock on
+        ``logs/.lock``): a log pinned is never deleted by a prune that planned it before."""
+        fd = -1
+        try:
+            fd = os.open(self.root / ".lock", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            try:
+                self._mkdir(self.root)
+                mode = 0o664 if self._shared() else 0o644
+                fd = os.open(self.root / ".lock", os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+            except FileExistsError:
+                fd = os.open(self.root / ".lock", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                fd = -1  # a store this user may not write: nothing of theirs to prune there
+        except OSError:
+            fd = -1
+        try:
+            if fd >= 0:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     def _record_path(self, log_id: str) -> Path:
         if not isinstance(log_id, str) or not ID_RE.match(log_id):
@@ -230,7 +199,8 @@ class LogStore:
         dest = place / f"{rec.id}{'.tlog' if rec.kind == 'tlog' else '.BIN'}"
         copied = False
         try:
-            self._mkdir(place)
+            place = self._own_place(place)
+            dest = place / dest.name
             try:
                 os.rename(src, dest)
             except OSError as e:
@@ -238,7 +208,7 @@ class LogStore:
                     raise
                 self._copy(src, dest)
                 copied = True
-            rec.path = str(dest)
+            rec.path = os.path.abspath(dest)  # a relative data dir: the path still names it from anywhere
             try:
                 self._write(rec)
             except BaseException:
@@ -256,6 +226,17 @@ class LogStore:
             except OSError:
                 pass  # kept, and a copy remains in place: nothing lost
         return rec
+
+    def _own_place(self, place: Path) -> Path:
+        """``place`` made, if it is a directory of this user; else (another member's, or a
+        symlink planted in a shared store to have our logs moved where they read and delete
+        them) ``place.<uid>``, which must be ours (``OSError`` otherwise: the log stays)."""
+        for p in (place, place.with_name(f"{place.name}.{os.geteuid()}")):
+            self._mkdir(p)
+            st = os.lstat(p)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+                return p
+        raise OSError(errno.EPERM, f"{place} is not a directory of this user (planted?)")
 
     def _copy(self, src: Path, dest: Path) -> None:
         tmp = dest.with_name(f".{dest.name}.part")
@@ -305,6 +286,8 @@ class LogStore:
             try:
                 kept.append(self.keep(p, record_fields))
             except LogMoveError as e:
+                if not os.path.lexists(p):
+                    continue  # gone meanwhile: another collector (a second server) kept it
                 failed.append(str(e))
         if failed:
             raise LogMoveError("; ".join(failed), kept)
@@ -330,17 +313,43 @@ class LogStore:
         ``LogError`` for a record the user may not read."""
         p = self._record_path(log_id)
         try:
-            return LogRecord.from_dict(json.loads(p.read_bytes()))
+            rec = LogRecord.from_dict(json.loads(_read_record(p)))
         except FileNotFoundError:
             raise UnknownLog(f"no kept log {log_id} (list_logs gives the kept ones)") from None
         except PermissionError:
             raise LogError(f"log {log_id} belongs to another user and you may not read it") from None
-        except (ValueError, TypeError):
+        except (OSError, ValueError, TypeError, RecursionError):  # a symlink, a FIFO, garbage, too big
             raise LogError(f"the record of log {log_id} is damaged ({p})") from None
+        if rec.id != log_id:  # a record is one only under its own id's name
+            raise LogError(f"the record of log {log_id} is damaged ({p}: it names log {str(rec.id)[:40]!r})")
+        return rec
+
+    def _file(self, rec: LogRecord) -> Path:
+        """The file a record names, if the store may trust it (module docstring), else
+        ``LogError``. A file that is gone is returned as is (its reader says so)."""
+        if not isinstance(rec.path, str) or not os.path.isabs(rec.path):
+            raise LogError(f"the record of log {rec.id} is damaged (no absolute path to its log)")
+        p = Path(rec.path)
+        if rec.managed:
+            parent = p.parent
+            inside = (
+                p.name in (f"{rec.id}.BIN", f"{rec.id}.tlog")
+                and parent.name not in ("", ".", "..", "records")
+                and os.path.realpath(parent) == os.path.join(os.path.realpath(self.root), parent.name)
+            )
+            if not inside:
+                raise LogError(f"the record of log {rec.id} points outside the log store: not read, never pruned")
+        try:
+            st = os.lstat(p) if rec.managed else os.stat(p)
+        except OSError:
+            return p
+        if not stat.S_ISREG(st.st_mode):
+            raise LogError(f"log {rec.id} is not a regular file (a symlink, FIFO or device): not read")
+        return p
 
     def path(self, log_id: str) -> Path:
         """Where a kept log's file is (to open it in MAVExplorer)."""
-        return Path(self.get(log_id).path)
+        return self._file(self.get(log_id))
 
     def list(self, session: str | None = None, label: str | None = None, since=None) -> builtins.list[LogRecord]:
         """Kept logs the user may read, newest first; filters: session id, label, since
@@ -355,11 +364,11 @@ class LogStore:
             if not e.name.endswith(".json") or e.name.startswith("."):
                 continue
             try:
-                with open(e.path, "rb") as f:
-                    d = json.loads(f.read())
-                r = LogRecord.from_dict(d)
-            except (OSError, ValueError, TypeError):
+                r = LogRecord.from_dict(json.loads(_read_record(e.path)))
+            except (OSError, ValueError, TypeError, RecursionError):
                 continue  # unreadable (another user's, private) or damaged: not listed
+            if not isinstance(r.id, str) or not ID_RE.match(r.id) or e.name != f"{r.id}.json":
+                continue  # not under its own id's name: not a record (module docstring)
             if session is not None and r.session != session:
                 continue
             if label is not None and r.label != label:
@@ -388,12 +397,15 @@ class LogStore:
 
     # -- pinning and pruning -----------------------------------------------------------
     def _set_pin(self, log_id: str, pinned: bool) -> LogRecord:
-        rec = self.get(log_id)
-        rec.pinned = pinned
-        try:
-            self._write(rec)
-        except OSError as e:
-            raise LogError(f"cannot {'pin' if pinned else 'unpin'} log {log_id}: {e.strerror}") from None
+        with self._lock():  # not while a prune deletes it (a ghost record, or a pinned log gone)
+            rec = self.get(log_id)
+            if rec.managed and not os.path.lexists(rec.path):
+                raise UnknownLog(f"log {log_id} is gone (pruned): list_logs gives the kept ones")
+            rec.pinned = pinned
+            try:
+                self._write(rec)
+            except OSError as e:
+                raise LogError(f"cannot {'pin' if pinned else 'unpin'} log {log_id}: {e.strerror}") from None
         return rec
 
     def pin(self, log_id: str) -> LogRecord:
@@ -409,26 +421,24 @@ class LogStore:
         for r in self.list():
             if r.managed:
                 try:
-                    total += os.stat(r.path).st_size
-                except OSError:
+                    total += os.lstat(self._file(r)).st_size
+                except (OSError, LogError):
                     pass
         return total
 
-    def prune(self, budget_mb: float | None = None) -> builtins.list[LogRecord]:
-        """Delete the oldest unpinned kept logs until the store fits the budget; never a
-        pinned one, one in place (unmanaged), one being written (open by a process or
-        modified in the last few seconds), nor another user's. Returns what was deleted."""
+    def prune_plan(self, budget_mb: float | None = None) -> tuple[builtins.list[LogRecord], int]:
+        """``(what prune would delete now, oldest first; the bytes kept now)``, deleting nothing."""
         budget = (self.budget_mb if budget_mb is None else float(budget_mb)) * 1e6
         recs = [r for r in self.list() if r.managed]
         sizes: dict[str, int] = {}
         for r in recs:
             try:
-                sizes[r.id] = os.stat(r.path).st_size
-            except OSError:
+                sizes[r.id] = os.lstat(self._file(r)).st_size
+            except (OSError, LogError):
                 sizes[r.id] = 0
-        total = sum(sizes.values())
+        total = usage = sum(sizes.values())
         if total <= budget:
-            return []
+            return [], usage
         now = time.time()
         me = os.geteuid()
         cands = []
@@ -436,31 +446,47 @@ class LogStore:
             if r.pinned:
                 continue
             try:
-                st = os.stat(r.path)
-            except FileNotFoundError:
+                st = os.lstat(self._file(r))
+            except (OSError, LogError):  # gone, or a record the store does not trust: never pruned
                 continue
-            if st.st_uid != me or now - st.st_mtime < BUSY_S:
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != me or now - st.st_mtime < BUSY_S:
                 continue
             cands.append(r)
         busy = open_paths([r.path for r in cands])
-        gone: builtins.list[LogRecord] = []
+        plan: builtins.list[LogRecord] = []
         for r in cands:
             if total <= budget:
                 break
             if os.path.realpath(r.path) in busy:
                 continue
-            try:
-                os.unlink(r.path)
-            except OSError:
-                continue
-            try:
-                os.unlink(self.records / f"{r.id}.json")
-            except OSError:
-                pass
+            plan.append(r)
+            total -= sizes[r.id]
+        return plan, usage
+
+    def prune(self, budget_mb: float | None = None) -> builtins.list[LogRecord]:
+        """Delete the oldest unpinned kept logs until the store fits the budget; never a
+        pinned one, one in place (unmanaged), one being written (open by a process or
+        modified in the last few seconds), nor another user's. Returns what was deleted."""
+        gone: builtins.list[LogRecord] = []
+        for r in self.prune_plan(budget_mb)[0]:
+            with self._lock():
+                try:
+                    now = self.get(r.id)  # pinned since the plan was made: kept
+                except LogError:
+                    continue
+                if now.pinned or now.path != r.path:
+                    continue
+                try:
+                    os.unlink(r.path)
+                except OSError:
+                    continue
+                try:
+                    os.unlink(self.records / f"{r.id}.json")
+                except OSError:
+                    pass
             try:
                 os.rmdir(Path(r.path).parent)  # the session's directory, once empty
             except OSError:
                 pass
-            total -= sizes[r.id]
             gone.append(r)
         return gone

@@ -5,13 +5,16 @@ Loopback is not private on a multi-user machine: any local user can connect. So 
 takes a token at start (``SITLPOOL_HTTP_TOKEN``, at least 32 printable characters, else a
 fresh ``secrets.token_urlsafe(32)``), writes it where only its owner can read it
 (``<data_dir>/http/serve-<port>.token``: directory 0700, file 0600, replaced atomically,
-removed at exit) and answers any request without ``Authorization: Bearer <token>`` with 401.
+removed at exit; while it serves it holds a lock on that file, so a second server on the same
+port of another loopback address (127.0.0.2, ::1) writes ``serve-<port>-<pid>.token`` instead of
+replacing the first one's token) and answers any request without ``Authorization: Bearer <token>`` with 401.
 An MCP client sends it as a header, e.g. ``{"type": "http", "url":
 "http://127.0.0.1:PORT/mcp", "headers": {"Authorization": "Bearer <token>"}}``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hmac
 import ipaddress
 import json
@@ -53,10 +56,26 @@ def check_token(token: str) -> str:
     return token
 
 
+def _held(path: Path) -> bool:
+    """True if a running server holds ``path`` (its token file) locked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class Token:
     value: str
     path: Path
+    fd: int = -1  # the lock on ``path`` held while serving
 
     @classmethod
     def create(cls, data_dir: Path, port: int) -> Token:
@@ -72,6 +91,8 @@ class Token:
             if st.st_mode & 0o077:
                 os.chmod(d, 0o700)
             path = d / f"serve-{port}.token"
+            if _held(path):  # another server on this port (another loopback address): its file is its own
+                path = d / f"serve-{port}-{os.getpid()}.token"
             tmp = d / f".serve-{port}.{os.getpid()}.{secrets.token_hex(4)}"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
@@ -80,9 +101,11 @@ class Token:
             finally:
                 os.close(fd)
             os.replace(tmp, path)
+            lock = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             raise ConfigError(f"cannot write the HTTP token in {d}: {e.strerror or e}") from None
-        return cls(value, path)
+        return cls(value, path, lock)
 
     def remove(self) -> None:
         """Remove the token file if it is still ours."""
@@ -91,6 +114,9 @@ class Token:
                 self.path.unlink()
         except OSError:
             pass
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -173,4 +173,24 @@ def open_options(doc: dict) -> dict:
     for key in ("params", "param_files", "wind", "time_limit_s"):
         if doc.get(key):
             out[key] = doc[key]
+    if "param_files" in out:
+        out["param_files"] = recorded_param_files(out["param_files"])
+    return out
+
+
+def recorded_param_files(files: Any) -> list[dict]:
+    """A recipe's parameter files: their recorded values, each ``{"path", "sha256", "values"}``.
+    A recipe is data an agent may hand over, so a path in it is a name, never a file to open
+    (the server would read any file it can and quote it back in an error)."""
+    if not isinstance(files, list):
+        raise StepError("a recipe's param_files is a list of recorded parameter files ({path, sha256, values})")
+    out = []
+    for n, f in enumerate(files):
+        values = f.get("values") if isinstance(f, dict) else None
+        if not isinstance(values, dict):
+            raise StepError(
+                f"a recipe's param_files[{n}] has no recorded values: a recipe names parameter files by their "
+                "values ({path, sha256, values}, as fly_steps writes them), never by a path to read"
+            )
+        out.append({"path": str(f.get("path"))[:300], "sha256": f.get("sha256"), "values": dict(values)})
     return out

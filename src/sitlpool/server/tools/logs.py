@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 LIVE = "live:"
 MAX_ID = 64  # longer is no log id (and is not quoted back whole)
 MAX_LIST = 1000  # the most records one list_logs answer may ask for
+MAX_ANSWER_POINTS = 200_000  # fields x max_points in one log_fields answer: an agent reads it whole
 
 
 class LogToolError(SitlpoolError):
@@ -149,8 +150,15 @@ def summary_of(sessions: Sessions, log_id: str) -> dict:
 def fields_of(
     sessions: Sessions, log_id: str, names: list[str] | str, t0: float | None, t1: float | None, max_points: int
 ) -> dict:
-    from ...logs import fields  # as store_of
+    from ...logs import MAX_POINTS, fields  # as store_of
 
+    wanted = {n for n in names.replace(",", " ").split() if n} if isinstance(names, str) else set(map(str, names))
+    ok_points = isinstance(max_points, int) and not isinstance(max_points, bool) and 2 <= max_points <= MAX_POINTS
+    if ok_points and len(wanted) * max_points > MAX_ANSWER_POINTS:  # a bad max_points: fields() says so
+        raise LogToolError(
+            f"{len(wanted)} fields x max_points {max_points} is more than one answer holds "
+            f"({MAX_ANSWER_POINTS} points): ask for fewer fields or fewer points"
+        )
     return plain(_named(fields(resolve(sessions, log_id), names, t0, t1, max_points), log_id))
 
 
