@@ -43,6 +43,13 @@ def parser() -> argparse.ArgumentParser:
         help="sim seconds until the EKF uses GPS (41.5 as on real SITL); the whole boot "
         "timeline (GPS detected, pre-arm checks passing) scales with it",
     )
+    p.add_argument(
+        "--wind-seed",
+        type=int,
+        default=0,
+        help="seed of the wind's turbulence (SIM_WIND_TURB), re-applied at each SIM_WIND_* change "
+        "(a sitlpool extra: real SITL's turbulence cannot be seeded)",
+    )
     return p
 
 
@@ -117,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         wait,
         a.ready_delay,
         list(argv),
+        a.wind_seed,
     )
     try:
         Simulator(cfg).run()

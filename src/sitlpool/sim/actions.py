@@ -104,8 +104,14 @@ class Actions(MissionRunner):
             if first is None or first.command != A.MAV_CMD_NAV_TAKEOFF:
                 self.text(A.MAV_SEVERITY_WARNING, "Auto: Missing Takeoff Cmd")
                 return R_FAILED
+        self.enter_mode(custom, "gcs")
+        return R_ACCEPTED
+
+    def enter_mode(self, custom: int, reason: str) -> None:
+        """Switch to mode ``custom`` (already accepted) for ``reason`` (see observers.py)."""
+        name = MODE_NAMES.get(custom)
         if custom != self.mode:
-            self.change_mode(custom, "gcs")
+            self.change_mode(custom, reason)
             self.paused = False
             self.velocity = self.yaw_target = None
             self.auto_landing = False
@@ -118,7 +124,6 @@ class Actions(MissionRunner):
                 self.mission_started = self.armed
             self.target = (self.north, self.east, self.alt) if name in GUIDED_LIKE and self.flying else None
             self.rtl_phase = "climb" if name in ("RTL", "SMART_RTL") else ""
-        return R_ACCEPTED
 
     def takeoff(self, alt: float, link) -> int:
         # ArduCopter refuses without a word: not armed, already flying, a mode without user takeoff
@@ -145,9 +150,17 @@ class Actions(MissionRunner):
             return False
         if math.isnan(north + east + (0.0 if alt is None else alt)):
             return False
+        if not self.fence_allows(north, east):
+            return False  # ArduCopter ignores a destination outside its fence, without a word
         self.target = (north, east, self.alt if alt is None else alt)
         self.velocity = None
         return True
+
+    def fence_allows(self, north: float, east: float) -> bool:
+        """Whether a destination is inside the circle fence (FENCE_ENABLE, FENCE_TYPE bit 2)."""
+        if not (self.p.get("FENCE_ENABLE", 0) and int(self.p.get("FENCE_TYPE", 7)) & 2):
+            return True
+        return math.hypot(north - self.home_n, east - self.home_e) <= self.p.get("FENCE_RADIUS", 150)
 
     def set_velocity(self, vn: float, ve: float, vd: float) -> bool:
         """A velocity target (m/s NED); like ArduCopter it stops after 3 s without a new one."""
@@ -200,6 +213,11 @@ class Actions(MissionRunner):
         return R_ACCEPTED
 
     def rc_override(self, chan3: int) -> None:
+        # overrides count as RC input (no radio failsafe while they come); 0 releases the channel
+        if chan3 == 0:
+            self.fs.pop("rc_override", None)
+        else:
+            self.fs["rc_override"] = self.t
         if 800 <= chan3 <= 2200:
             self.throttle = chan3
             self.throttle_until = self.t + 1.0  # overrides time out, as RC_OVERRIDE_TIME does

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from .actions import Actions
+from .failsafes import Failsafes
 from .geo import declination
 from .rules import (
     BOOT_TEXTS,
@@ -31,11 +31,14 @@ from .rules import (
     mavlink,
 )
 from .state import MissionItem
+from .world import G, drag_tan, drift_tau, max_airspeed
+
+DRIFTING = {"STABILIZE", "ACRO", "ALT_HOLD"}  # no position hold: the air carries the vehicle
 
 __all__ = ["FORCE_MAGIC", "MODES", "MODE_NAMES", "Copter", "MissionItem", "declination", "mavlink"]
 
 
-class Copter(Actions):
+class Copter(Failsafes):
     """The vehicle: ``Copter(params, home, ready_delay, send, request_reboot)`` (see
     ``VehicleState``); ``step(dt)`` advances it by ``dt`` sim seconds."""
 
@@ -60,6 +63,7 @@ class Copter(Actions):
             why = self.prearm_failures()
             if why:
                 self.text(A.MAV_SEVERITY_CRITICAL, f"PreArm: {why[0]}")
+        self.world_step(dt)
         self.hold_position_after_velocity()
         self._fly(dt)
         amps = self.current()
@@ -72,7 +76,12 @@ class Copter(Actions):
         vh, ah, vup, vdn, az = self._limits()
         if not self.armed:
             self.vn = self.ve = self.vd = 0.0
+            self.roll = self.pitch = 0.0
             self.landed_state = A.MAV_LANDED_STATE_ON_GROUND
+            return
+        fall = self.motor_fall()
+        if fall is not None and (self.landed_since is None or self.motor_down):
+            self._fall(dt, *fall)
             return
         want: tuple[float, float, float] | None = None  # desired velocity n, e, d
         climbing = False
@@ -114,6 +123,14 @@ class Copter(Actions):
             )
         if self.landed_since is not None and (self.t < self.lift_at or not (want[2] < 0 or name in PILOTED)):
             want = (0.0, 0.0, 0.0)  # spooling up, or on the ground with nothing to climb to
+        wind = self.wind.active and self.landed_since is None
+        if wind and (name in DRIFTING or not self.position_ok):
+            self._drift(dt)  # no position hold: the air carries it
+            self.vd += max(-az * dt, min(az * dt, want[2] - self.vd))
+            self._move(dt, name, 0.0, 0.0, True, climbing)
+            return
+        if wind:
+            want = self._airspeed_limited(want)
         # accelerations limited as WPNAV_ACCEL / WPNAV_ACCEL_Z limit ArduCopter's, speeding up
         # eased in at the jerk limit (WPNAV_JERK in AUTO, PSC_JERK_XY otherwise): its S-curves
         dvn, dve = want[0] - self.vn, want[1] - self.ve
@@ -129,10 +146,21 @@ class Copter(Actions):
         self.vn += dvn
         self.ve += dve
         self.vd += max(-az * dt, min(az * dt, want[2] - self.vd))
+        self._move(dt, name, dvn / dt, dve / dt, self.landed_since is not None, climbing)
+
+    def _move(self, dt: float, name: str, an: float, ae: float, level: bool, climbing: bool) -> None:
+        """Integrate the velocity, lean as the thrust must (accelerating ``an``, ``ae`` against
+        the drag of the air), yaw, touch the ground, and detect landing."""
+        if level:
+            self.roll, self.pitch = self.fault_tilt if self.landed_since is None else (0.0, 0.0)
+        else:
+            self._lean(an, ae)
         self.north += self.vn * dt
         self.east += self.ve * dt
         self.alt -= self.vd * dt
-        if self.yaw_target is not None:
+        if self.yaw_rate:
+            self.heading = (self.heading + self.yaw_rate * dt) % 360
+        elif self.yaw_target is not None:
             self.heading = self.yaw_target
         elif math.hypot(self.vn, self.ve) > 0.5:
             self.heading = math.degrees(math.atan2(self.ve, self.vn)) % 360
@@ -155,7 +183,9 @@ class Copter(Actions):
                 name == "AUTO" and (self.auto_landing or self.mission_done)
             )
             delay = self.p.get("DISARM_DELAY", 10)
-            if not waiting and (landing and idle > 2.25 or (delay > 0 and idle > delay)):
+            if self.motor_down:
+                pass  # down with a failed motor: ArduCopter stays armed in its mode, trying to climb
+            elif not waiting and (landing and idle > 2.25 or (delay > 0 and idle > delay)):
                 self.disarm("landed" if landing else "auto disarm")
         elif climbing or (self.landed_state == A.MAV_LANDED_STATE_TAKEOFF and self.vd < -0.1):
             self.landed_state = A.MAV_LANDED_STATE_TAKEOFF
@@ -163,6 +193,76 @@ class Copter(Actions):
             self.landed_state = A.MAV_LANDED_STATE_LANDING
         else:
             self.landed_state = A.MAV_LANDED_STATE_IN_AIR
+
+    def _drift(self, dt: float) -> None:
+        """Level, no position hold: the drag brings the ground velocity to the wind's."""
+        un, ue = self.vn - self.wind.n, self.ve - self.wind.e
+        k = 1 - math.exp(-dt / drift_tau(math.hypot(self.wind.n, self.wind.e)))
+        self.vn -= un * k
+        self.ve -= ue * k
+
+    def _airspeed_limited(self, want: tuple[float, float, float]) -> tuple[float, float, float]:
+        """A wanted ground velocity the lean limit (ANGLE_MAX) can hold against the wind: upwind
+        the air-relative speed saturates, so the ground speed is that speed minus the wind."""
+        wn, we = self.wind.n, self.wind.e
+        umax = max_airspeed(self.p.get("ANGLE_MAX", 3000) / 100)
+        vn, ve, vd = want
+        if math.hypot(vn - wn, ve - we) <= umax:
+            return want
+        sp = math.hypot(vn, ve)
+        if sp < 1e-6:  # holding in a wind stronger than it can fly: it goes downwind
+            w = math.hypot(wn, we)
+            return (wn / w * (w - umax), we / w * (w - umax), vd)
+        dn, de = vn / sp, ve / sp
+        b = dn * wn + de * we
+        disc = b * b - (wn * wn + we * we - umax * umax)
+        s = b + math.sqrt(disc) if disc >= 0 else -1.0
+        if s < 0:
+            return (wn + dn * umax, we + de * umax, vd)
+        s = min(s, sp)
+        return (dn * s, de * s, vd)
+
+    def _lean(self, an: float, ae: float) -> None:
+        """ATTITUDE roll and pitch from the horizontal thrust: acceleration plus the drag of the
+        air moving past (tan(lean) = drag / g), limited by ANGLE_MAX."""
+        un, ue = self.vn - self.wind.n, self.ve - self.wind.e
+        u = math.hypot(un, ue)
+        if u > 1e-3:
+            k = G * drag_tan(u) / u
+            an, ae = an + k * un, ae + k * ue
+        h = math.radians(self.heading)
+        fwd = an * math.cos(h) + ae * math.sin(h)
+        right = -an * math.sin(h) + ae * math.cos(h)
+        lim = self.p.get("ANGLE_MAX", 3000) / 100
+        tilt = math.degrees(math.atan(math.hypot(fwd, right) / G))
+        scale = min(1.0, lim / tilt) if tilt > 1e-6 else 1.0
+        self.pitch = -math.degrees(math.atan(fwd / G)) * scale + self.fault_tilt[1]
+        self.roll = math.degrees(math.atan(right / G)) * scale + self.fault_tilt[0]
+
+    def _fall(self, dt: float, term: float, tau: float) -> None:
+        """A failed motor brings it down (``faults.py``): descent towards ``term`` m/s, carried
+        by the wind, tilted and spinning (set by ``Faults._motor``)."""
+        if self.landed_since is not None:  # down: it stays there, armed
+            self.vn = self.ve = self.vd = 0.0
+            self.roll = self.pitch = 0.0
+            self.landed_state = A.MAV_LANDED_STATE_ON_GROUND
+            return
+        self.vd += (term - self.vd) * (1 - math.exp(-dt / tau))
+        self.roll, self.pitch = self.fault_tilt
+        self._drift(dt)
+        self.north += self.vn * dt
+        self.east += self.ve * dt
+        self.alt -= self.vd * dt
+        self.heading = (self.heading + self.yaw_rate * dt) % 360
+        self.landed_state = A.MAV_LANDED_STATE_IN_AIR
+        if self.alt <= 0.0:
+            self.alt = 0.0
+            self.text(A.MAV_SEVERITY_INFO, f"SIM Hit ground at {self.vd:f} m/s")
+            self.vn = self.ve = self.vd = 0.0
+            self.landed_since = self.t
+            self.motor_down = True
+            self.roll = self.pitch = 0.0
+            self.landed_state = A.MAV_LANDED_STATE_ON_GROUND
 
     def base_mode(self) -> int:
         m = (

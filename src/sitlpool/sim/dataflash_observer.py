@@ -16,6 +16,7 @@ from typing import Any
 from .dataflash_logger import ARM_METHODS, REASON_GCS, REASON_RC, Logger, Sample
 from .observers import VehicleObserver
 from .params import DEFAULTS
+from .rules import MODE_REASONS
 
 # the vehicle's arming reasons -> AP_Arming::Method; its mode reasons -> ModeReason. The initial
 # mode is logged as RC_COMMAND: real SITL's RC input (channel 5 at 1800) sets it, as its logs show
@@ -95,7 +96,11 @@ class DataFlashObserver(VehicleObserver):
 
     def on_mode(self, vehicle: Any, old: int, new: int, reason: str) -> None:
         if self.logger is not None:
-            self.logger.mode(vehicle.t, new, _REASONS.get(reason, REASON_GCS))
+            self.logger.mode(vehicle.t, new, _REASONS.get(reason, MODE_REASONS.get(reason, REASON_GCS)))
+
+    def on_error(self, vehicle: Any, subsystem: int, code: int) -> None:  # failsafes and faults, as ERR
+        if self.logger is not None:
+            self.logger.error(vehicle.t, subsystem, code)
 
     def on_mode_refused(self, vehicle: Any, mode: int) -> None:
         if self.logger is not None:

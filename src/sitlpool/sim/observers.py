@@ -11,7 +11,11 @@ every observer, in order, on its own thread, at the moment things happen, in sim
   ``current()``, ``consumed_mah``, ``energy_wh``, ``battery_remaining()``) already updated;
 - ``on_ready(vehicle)``: boot ended ("ArduPilot Ready"), the initial mode set;
 - ``on_mode(vehicle, old, new, reason)``: the custom mode number changed; reason ``"gcs"`` (a
-  client's command) or ``"initialised"`` (the initial mode at the end of boot);
+  client's command), ``"initialised"`` (the initial mode at the end of boot) or a failsafe's
+  (``rules.MODE_REASONS``: ``"radio_failsafe"``, ``"battery_failsafe"``, ``"gcs_failsafe"``,
+  ``"ekf_failsafe"``, ``"fence_breached"``), whose ArduPilot ModeReason number is in that table;
+- ``on_error(vehicle, subsystem, code)``: what ArduCopter logs as an ERR message (a failsafe,
+  a GPS glitch, a thrust loss and their clearing): ``rules.ERR`` names the subsystems and codes;
 - ``on_mode_refused(vehicle, mode)``: a mode change to ``mode`` was refused;
 - ``on_arming(vehicle, armed, reason, forced)``: armed (reason ``"mavlink"``) or disarmed
   (``"mavlink"``, ``"landed"``, ``"auto disarm"``); ``forced``: the force magic was given;
@@ -46,6 +50,9 @@ class VehicleObserver:
         pass
 
     def on_mode_refused(self, vehicle: Any, mode: int) -> None:
+        pass
+
+    def on_error(self, vehicle: Any, subsystem: int, code: int) -> None:
         pass
 
     def on_arming(self, vehicle: Any, armed: bool, reason: str, forced: bool) -> None:

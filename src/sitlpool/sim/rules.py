@@ -117,3 +117,32 @@ CMD_NAMES = {  # AP_Mission's short names, as its "Mission: N NAME" texts use th
 R_ACCEPTED, R_DENIED, R_FAILED = A.MAV_RESULT_ACCEPTED, A.MAV_RESULT_DENIED, A.MAV_RESULT_FAILED
 AMSL_FRAMES = {A.MAV_FRAME_GLOBAL, A.MAV_FRAME_GLOBAL_INT}
 TERRAIN_FRAMES = {A.MAV_FRAME_GLOBAL_TERRAIN_ALT, A.MAV_FRAME_GLOBAL_TERRAIN_ALT_INT}
+
+# why a mode changed (observers' on_mode reason) -> ArduPilot's ModeReason number, as logged in MODE
+MODE_REASONS = {
+    "initialised": 1,  # RC_COMMAND: real SITL's RC channel 5 sets the initial mode
+    "gcs": 2,
+    "radio_failsafe": 3,
+    "battery_failsafe": 4,
+    "gcs_failsafe": 5,
+    "ekf_failsafe": 6,
+    "fence_breached": 10,
+}
+# AP_Logger's LogErrorSubsystem numbers and the codes the failsafes and faults log (ERR messages)
+ERR = {
+    "FAILSAFE_RADIO": 5,
+    "FAILSAFE_BATT": 6,
+    "FAILSAFE_GCS": 8,
+    "FAILSAFE_FENCE": 9,
+    "FLIGHT_MODE": 10,
+    "GPS": 11,
+    "CRASH_CHECK": 12,
+    "EKFCHECK": 16,
+    "FAILSAFE_EKFINAV": 17,
+    "THRUST_LOSS_CHECK": 25,
+    # codes
+    "RESOLVED": 0,
+    "OCCURRED": 1,  # FAILSAFE_OCCURRED; for FAILSAFE_FENCE the code is the breached fence types
+    "GPS_GLITCH": 2,
+    "EKF_BAD_VARIANCE": 2,
+}

@@ -39,12 +39,13 @@ class Sensors(VehicleState):
             enabled, health = enabled | 0x200000, health | 0x200000
         if not self.prearm_failures() and not (self.p.get("ARMING_CHECK", 1) and not self.reached(6)):
             health |= A.MAV_SYS_STATUS_PREARM_CHECK
-        return present, enabled, health
+        extra = self.enabled_extra
+        return present, enabled | extra, (health | extra) & ~self.health_lost
 
     def ekf_flags(self) -> int:
         e = self.events
-        if self.position_ok:
-            return 0x33F
+        if self.reached(7):
+            return (0x33F if self.ekf_pos_ok else 0x25) | self.ekf_extra
         if self.t >= e[2][0] + 0.25:
             return 0xA7
         if self.t >= e[1][0]:

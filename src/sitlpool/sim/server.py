@@ -30,9 +30,13 @@ A = mavlink
 TICK_S = 0.04  # wall seconds per main-loop tick (25 Hz)
 BOOT_S = 0.45  # wall seconds from the first client to "ArduPilot Ready" (as real SITL)
 MAX_SUBSTEP = 0.05  # sim seconds per physics sub-step
+FAST_SHARE = 0.8  # SIM_SPEEDUP 0: the share of each tick spent stepping (the rest reads sockets)
 STREAMS = telemetry.STREAMS
 OUTBUF_LIMIT = 1 << 20
 STATUSTEXT_ID = A.MAVLINK_MSG_ID_STATUSTEXT
+# a PARAM_SET of this name seeds the wind's turbulence live (a sitlpool extra: no such parameter
+# exists, so, as ArduPilot does for any unknown name, nothing answers and real SITL ignores it)
+WIND_SEED = "SIM_WIND_SEED"
 
 STREAM_PARAMS = {
     "RAW_SENS": A.MAV_DATA_STREAM_RAW_SENSORS,
@@ -62,6 +66,7 @@ class SimConfig:
     wait_for_client: bool
     ready_delay: float
     argv: list[str]
+    wind_seed: int = 0
 
 
 class Simulator:
@@ -81,10 +86,12 @@ class Simulator:
         Path("logs").mkdir(exist_ok=True)
         self.params = Params(Path("eeprom.bin"), cfg.defaults, cfg.wipe, cfg.sysid, cfg.speedup)
         self.copter = Copter(self.params, cfg.home, cfg.ready_delay, self.send, self.request_reboot)
+        self.copter.wind.reseed(cfg.wind_seed)
         # logs/NNNNNNNN.BIN as ArduCopter writes them: from arming (or boot with LOG_DISARMED)
         self.copter.observers.append(DataFlashObserver(Path("logs")))
         self.ftp_server: FtpServer | None = None  # made at a client's first MAVFTP request
         self.missions = MissionProtocol(self)
+        self.copter.fence_items = lambda: list(getattr(self.missions, "fence", []))  # FENCE_TYPE bit 4
         self.copter.on_home = self._home_changed
         self.copter.on_health_change = lambda: self.send(self.msg("SYS_STATUS"))
 
@@ -252,13 +259,19 @@ class Simulator:
                     last = now
                     continue
                 self.copter.ready()
-            sim_dt = (now - last) * self.cfg.speedup
+            if self.cfg.speedup > 0:
+                sim_dt = (now - last) * self.cfg.speedup
+            else:  # SIM_SPEEDUP 0: unthrottled, as real SITL (sub-steps for most of the tick)
+                sim_dt = math.inf
+                budget = now + TICK_S * FAST_SHARE
             last = now
             while sim_dt > 1e-9:
                 d = min(sim_dt, MAX_SUBSTEP)
                 self.copter.step(d)
                 sim_dt -= d
                 self.telemetry()  # per sub-step: stream rates hold in sim time at any speedup
+                if sim_dt == math.inf and time.monotonic() > budget:
+                    break
             if self.reboot_requested:
                 self.reboot()
 
@@ -380,10 +393,13 @@ class Simulator:
 
     def _param_set(self, m: Any, lk: Link) -> None:
         name = m.param_id.rstrip("\x00") if isinstance(m.param_id, str) else m.param_id
+        if name == WIND_SEED:  # not a parameter (ArduPilot ignores it too): the turbulence's seed
+            self.copter.wind.reseed(int(m.param_value))
+            return
         if not self.params.set(name, m.param_value):
             return
-        if name == "SIM_SPEEDUP" and m.param_value > 0:
-            self.cfg.speedup = float(m.param_value)
+        if name == "SIM_SPEEDUP" and m.param_value >= 0:
+            self.cfg.speedup = float(m.param_value)  # live, as SITL: 0 = as fast as it can
         if name[:3] == "MAV" and name[3:4].isdigit() and name[5:] in STREAM_PARAMS:
             link = self.links.get(f"serial{int(name[3]) - 1}")
             if link is not None:
@@ -425,8 +441,12 @@ class Simulator:
             self.send(A.MAVLink_ping_message(m.time_usec, m.seq, m.get_srcSystem(), m.get_srcComponent()), lk)
 
     def _timesync(self, m: Any, lk: Link) -> None:
-        if m.tc1 == 0:
-            self.send(A.MAVLink_timesync_message(time.monotonic_ns(), m.ts1), lk)
+        if m.tc1 == 0:  # answered on sim time, as SITL's clock is
+            self.send(A.MAVLink_timesync_message(int(self.copter.t * 1e9), m.ts1), lk)
+
+    def _heartbeat(self, m: Any, lk: Link) -> None:
+        if m.get_srcSystem() == int(self.params.get("MAV_GCS_SYSID", 255)):
+            self.copter.gcs_heartbeat()  # the GCS failsafe's clock (FS_GCS_ENABLE)
 
     def banner(self) -> None:
         for tx in (*telemetry.BANNER, telemetry.frame_text(self.copter)):
@@ -488,4 +508,5 @@ Simulator.HANDLERS = {  # MAVLink message type -> handler (MISSION_* go to Missi
     "RC_CHANNELS_OVERRIDE": lambda sim, m, lk: sim.copter.rc_override(m.chan3_raw),
     "PING": Simulator._ping,
     "TIMESYNC": Simulator._timesync,
+    "HEARTBEAT": Simulator._heartbeat,
 }

@@ -4,6 +4,7 @@ its STATUSTEXTs, and the hooks observers see (``observers.py``). ``Copter`` adds
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ from .geo import to_latlon, to_local
 from .observers import VehicleObserver
 from .params import Params
 from .rules import AMSL_FRAMES, EVENTS, MODES, T_EKF_GPS, TERRAIN_FRAMES, A, mavlink
+from .world import Wind
 
 
 @dataclass
@@ -66,6 +68,7 @@ class VehicleState:
         self.home_n = self.home_e = self.home_up = 0.0
         self.home_set = False
         self.t = 0.0  # sim seconds since boot
+        self.utc_at_boot = time.time()  # SYSTEM_TIME's clock: UTC at boot plus sim time
         k = max(0.0, ready_delay) / T_EKF_GPS
         self.events = [(t * k, texts) for t, texts in EVENTS]
         self.event_i = 0
@@ -111,6 +114,21 @@ class VehicleState:
         self.rtl_alt = 0.0  # the altitude RTL returns at (set when it starts its return)
         self.observers: list[VehicleObserver] = []  # see observers.py
         self.held_texts: list[tuple[int, str]] | None = None  # texts held back while a command is handled
+        # the world (world.py, faults.py, failsafes.py): wind, attitude, faults, failsafes
+        self.wind = Wind()
+        self.roll = self.pitch = 0.0  # degrees, as ATTITUDE reports them
+        self.yaw_rate = 0.0  # deg/s
+        self.fault_tilt = (0.0, 0.0)  # roll, pitch degrees a failed motor adds
+        self.health_lost = 0  # SYS_STATUS health bits a fault or failsafe clears
+        self.enabled_extra = 0  # SYS_STATUS enabled bits the state adds (fence, position control)
+        self.ekf_pos_ok = True  # the EKF has a horizontal position (lost without GPS)
+        self.ekf_extra = 0  # EKF_STATUS_REPORT flags a fault adds (GPS glitch, constant position)
+        self.gps_fix = 6  # GPS_RAW_INT fix type once the GPS is detected
+        self.est_dn = self.est_de = 0.0  # the EKF's position minus the true one (a GPS glitch reset)
+        self.gps_dn = self.gps_de = 0.0  # the GPS's position minus the true one (a GPS glitch)
+        self.motor_down = False  # on the ground with a failed motor: armed, no auto-disarm
+        self.fs: dict[str, float] = {}  # failsafe and fault timers (sim s), see failsafes.py
+        self.fence_items: Callable[[], list[MissionItem]] = lambda: []  # the uploaded fence (server.py)
 
     # ---- derived state --------------------------------------------------------------
 
@@ -123,7 +141,7 @@ class VehicleState:
 
     @property
     def position_ok(self) -> bool:
-        return self.reached(7)
+        return self.reached(7) and self.ekf_pos_ok
 
     @property
     def flying(self) -> bool:
@@ -135,6 +153,18 @@ class VehicleState:
     def latlon(self, home: bool = False) -> tuple[float, float]:
         """Where the vehicle (or its home) is, in degrees."""
         return self._geo(self.home_n, self.home_e) if home else self._geo(self.north, self.east)
+
+    def est_latlon(self) -> tuple[float, float]:
+        """Where the EKF says it is (the true position unless a GPS glitch moved the estimate)."""
+        return self._geo(self.north + self.est_dn, self.east + self.est_de)
+
+    def gps_latlon(self) -> tuple[float, float]:
+        """Where the GPS says it is (a glitch offsets it)."""
+        return self._geo(self.north + self.gps_dn, self.east + self.gps_de)
+
+    def error(self, subsystem: int, code: int) -> None:
+        """An ERR log event (AP_Logger's LogErrorSubsystem, LogErrorCode) for the observers."""
+        self.notify("on_error", subsystem, code)
 
     @property
     def home_alt(self) -> float:

@@ -4,7 +4,6 @@ groups them into REQUEST_DATA_STREAM streams (its GCS_MAVLink stream tables)."""
 from __future__ import annotations
 
 import math
-import time
 
 from .copter import Copter, mavlink
 
@@ -59,7 +58,7 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
     """The message ``name`` for the copter's current state, or None when it has none to send."""
     ms = int(c.t * 1000) & 0xFFFFFFFF
     us = int(c.t * 1e6)
-    lat, lon = c.latlon()
+    lat, lon = c.est_latlon()  # where the EKF says it is (SIMSTATE: where it is)
     lat7, lon7 = int(lat * 1e7), int(lon * 1e7)
     amsl = c.origin_alt + c.alt
     yaw = math.radians(c.heading if c.heading <= 180 else c.heading - 360)
@@ -93,11 +92,16 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
     if name == "GPS_RAW_INT":
         if not c.gps_detected:
             return A.MAVLink_gps_raw_int_message(us, 0, 0, 0, 0, 65535, 65535, 0, 0, 0)
+        glat, glon = c.gps_latlon()
+        if c.gps_fix < 3:  # lost or jammed: no fix, 3 satellites (as SITL reports it)
+            return A.MAVLink_gps_raw_int_message(
+                us, c.gps_fix, int(glat * 1e7), int(glon * 1e7), int(amsl * 1000), 121, 200, 0, 0, 3
+            )
         return A.MAVLink_gps_raw_int_message(
             us,
             6,
-            lat7,
-            lon7,
+            int(glat * 1e7),
+            int(glon * 1e7),
             int(amsl * 1000),
             121,
             200,
@@ -133,15 +137,16 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
     if name == "LOCAL_POSITION_NED":
         if not c.position_ok:
             return None  # ArduCopter has no local position before the EKF uses GPS
-        return A.MAVLink_local_position_ned_message(ms, c.north, c.east, -c.alt, c.vn, c.ve, c.vd)
+        return A.MAVLink_local_position_ned_message(ms, c.north + c.est_dn, c.east + c.est_de, -c.alt, c.vn, c.ve, c.vd)
     if name == "SERVO_OUTPUT_RAW":
         pwm = 1000 if not c.armed else (1100 if not c.flying else 1500)
         return A.MAVLink_servo_output_raw_message(
             us & 0xFFFFFFFF, 0, pwm, pwm, pwm, pwm, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
         )
     if name == "RC_CHANNELS":
+        thr = 950 if "rc_neutral" in c.fs and c.throttle_until < c.t else c.throttle  # SIM_RC_FAIL=2, latched
         return A.MAVLink_rc_channels_message(
-            ms, 8, 1500, 1500, c.throttle, 1500, 1800, 1000, 1000, 1800, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255
+            ms, 8, 1500, 1500, thr, 1500, 1800, 1000, 1000, 1800, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255
         )
     if name == "RAW_IMU":
         return A.MAVLink_raw_imu_message(us, 0, 0, -1000, 0, 0, 0, 200, 50, 400, 0, 0)
@@ -152,12 +157,16 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
         cls = A.MAVLink_scaled_pressure_message if name == "SCALED_PRESSURE" else A.MAVLink_scaled_pressure2_message
         press = 1013.25 * (1 - 2.25577e-5 * amsl) ** 5.25588
         return cls(ms, press, 0.0, 3100, 0)
+    roll, pitch = math.radians(c.roll), math.radians(c.pitch)
     if name == "ATTITUDE":
-        return A.MAVLink_attitude_message(ms, 0.0, 0.0, yaw, 0, 0, 0)
+        return A.MAVLink_attitude_message(ms, roll, pitch, yaw, 0, 0, math.radians(c.yaw_rate))
     if name == "SIMSTATE":
-        return A.MAVLink_simstate_message(0, 0, yaw, 0, 0, -9.80665, 0, 0, 0, lat7, lon7)
+        tlat, tlon = c.latlon()
+        return A.MAVLink_simstate_message(
+            roll, pitch, yaw, 0, 0, -9.80665, 0, 0, math.radians(c.yaw_rate), int(tlat * 1e7), int(tlon * 1e7)
+        )
     if name == "AHRS2":
-        return A.MAVLink_ahrs2_message(0, 0, yaw, amsl, lat7, lon7)
+        return A.MAVLink_ahrs2_message(roll, pitch, yaw, amsl, lat7, lon7)
     if name == "VFR_HUD":
         thr = 0 if not c.armed else (39 if c.flying else 0)
         sp = math.hypot(c.vn, c.ve)
@@ -165,7 +174,7 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
     if name == "AHRS":
         return A.MAVLink_ahrs_message(0, 0, 0, 0, 0, 0, 0)
     if name == "SYSTEM_TIME":
-        return A.MAVLink_system_time_message(int(time.time() * 1e6), ms)
+        return A.MAVLink_system_time_message(int((c.utc_at_boot + c.t) * 1e6), ms)  # on sim time
     if name == "WIND":
         return A.MAVLink_wind_message(-180.0, 0.0, 0.0) if c.position_ok else None
     if name == "TERRAIN_REPORT":
