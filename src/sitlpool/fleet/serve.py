@@ -90,7 +90,19 @@ class RaySessions(Sessions):
         params: dict | None = None,
         wipe: bool = True,
         wait_s: float = 0,
+        param_files: list | None = None,
+        scripts: list | None = None,
+        watch: list | str | None = None,
+        tlog: bool = False,
     ) -> RemoteSession:
+        unsupported = [
+            k for k, v in (("param_files", param_files), ("scripts", scripts), ("watch", watch), ("tlog", tlog)) if v
+        ]
+        if unsupported:  # the files and outputs are on this machine, the SITL on a node
+            raise SessionError(
+                f"open_sitl on a Ray cluster does not take {', '.join(unsupported)} yet; give params "
+                "(name=value) instead of parameter files, and watch a remote vehicle with sitlpool watch on its node"
+            )
         if instance is not None:
             raise SessionError(
                 "open_sitl on a Ray cluster places the SITL where there is room; leave instance out "

@@ -17,6 +17,7 @@ from mcp.server.mcpserver import MCPServer
 
 from ... import world
 from ...errors import SessionError
+from ...mavlink.link import VehicleLink
 from ...sessions import Sessions
 from .common import IDEM, RO, Call, live_link
 
@@ -63,6 +64,13 @@ def open_params(wind: dict | None, params: dict[str, float] | None) -> tuple[dic
 def after_open(sessions: Sessions, info: dict, wind: dict | None, pace: bool, speedup: float) -> dict:
     """Record the launch wind, start pacing: the session's answer says both."""
     s = sessions.get(info["session_id"])
+    if not isinstance(s.link, VehicleLink):  # a Ray node's vehicle: its link lives on the node
+        if pace:  # nothing left behind: the session just opened is closed again
+            sessions.close(info["session_id"])
+            raise SessionError("pace=True needs a vehicle of this machine; on a Ray cluster use set_speedup")
+        if wind is not None:
+            info["wind"] = wind
+        return info
     if s.link is not None:
         w = world.world_of(s.link)  # sim time from the first message
         s.link.wait(lambda _v: w.boot_ms is not None, 5.0)  # a sim time to answer with, before any pacing
