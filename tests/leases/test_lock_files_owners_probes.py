@@ -307,13 +307,14 @@ def test_lookups_read_one_by_one_find_the_same(instances):
     import importlib
 
     P = importlib.import_module("sitlpool.ports")  # the module (sitlpool.ports the name is a function)
+    D = importlib.import_module("sitlpool.ports._sockdiag")  # the netlink machinery
     p = ports(instances[0])
-    plain = P._Netlink()
+    plain = D._Netlink()
     plain._mmsg = False
     s = _hold("udp", socket.AF_INET, "0.0.0.0", p.sim_out)
     try:
         keys = P._lookup_keys(P._want(p))
-        found = plain.lookup(P._Lookups(keys))
+        found = plain.lookup(D._Lookups(keys))
         assert [(x.proto, x.local_port) for x in found] == [("udp", p.sim_out)]
         assert [(x.proto, x.local_port) for x in P._NL.lookup(P._Lookups(keys))] == [("udp", p.sim_out)]
     finally:
