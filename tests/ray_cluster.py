@@ -195,6 +195,12 @@ class RayCluster:
                     "--include-log-monitor",
                     "false",
                     "--disable-usage-stats",
+                    # Ray's workers listen on 10002-19999 unless told: the range of the tests'
+                    # instance ports (15501-21993), so a worker could take a port a test binds
+                    "--min-worker-port",
+                    "24000",
+                    "--max-worker-port",
+                    "29999",
                     "--ray-client-server-port",
                     str(free_port()),
                 ]

@@ -481,7 +481,7 @@ TOLERANCES = {
     "breach_distance_m": 1.5,
     "max_distance_m": 6,
     "cleared_after_breach_s": 6,
-    "breach_s": 2,
+    "breach_s": 3,  # real ArduCopter itself breached after 14.25-15.75 s in three runs (its climb timing); the altitude is checked to 1 m
     "breach_alt_m": 1,
     "max_alt_m": 1.5,
     "cleared_s": 3,
