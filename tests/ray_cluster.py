@@ -196,11 +196,12 @@ class RayCluster:
                     "false",
                     "--disable-usage-stats",
                     # Ray's workers listen on 10002-19999 unless told: the range of the tests'
-                    # instance ports (15501-21993), so a worker could take a port a test binds
+                    # instance ports (15501-21993), so a worker could take a port a test binds;
+                    # 61000-64999 is above the ephemeral range and free_port's 23000-32000
                     "--min-worker-port",
-                    "24000",
+                    "61000",
                     "--max-worker-port",
-                    "29999",
+                    "64999",
                     "--ray-client-server-port",
                     str(free_port()),
                 ]
