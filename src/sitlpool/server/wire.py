@@ -100,8 +100,9 @@ class Wire:
                 ready, _, _ = select.select([self.fd, wake], [], [])
             except InterruptedError:  # pragma: no cover - a signal with a handler that returns
                 continue
-            if wake in ready:
-                return
+            if wake in ready and self.fd not in ready:
+                return  # what the client sent before the SDK was ready is read first: an SDK that
+                # failed at once must not leave a waiting initialize unanswered (a race seen in CI)
             chunk = os.read(self.fd, 1 << 16)
             if not chunk:
                 return  # the client left: the SDK reads what there was, then the EOF
