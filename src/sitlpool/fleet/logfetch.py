@@ -105,7 +105,7 @@ def on_node(node_id: str, fn, *args, timeout: float = 60.0):
     import ray
 
     from .errors import FleetError
-    from .remote import ray_reason, unwrap
+    from .raywrap import ray_reason, unwrap
 
     try:
         return ray.get(_pinned(fn, node_id).remote(*args), timeout=timeout)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util import remove_placement_group
 
-from ..errors import NotRunning, SitlpoolError
+from ..errors import NotRunning
 from ..instances import Ports
 from ..instances import ports as ports_of
 from ..mavlink.link import VehicleState
@@ -21,28 +21,9 @@ from ..process.base import HandleBase, SitlHandle, Status
 from ..sessions import ARM_WAIT_READY_S
 from . import logfetch
 from .errors import FleetError, SitlDied
-
-if TYPE_CHECKING:
-    from .fleet import Fleet
+from .raywrap import ray_reason, unwrap  # noqa: F401  (re-exported: callers import them from here)
 
 CALL_TIMEOUT_S = 75.0  # the longest actor call blocks 55 s (open, wait_until): past this, something hangs
-
-
-def unwrap(e: BaseException) -> BaseException:
-    """Ray wraps an actor's or task's exception in RayTaskError: give back our own error, or
-    one line naming what the node raised (not Ray's traceback of it)."""
-    cause = getattr(e, "cause", None)
-    if isinstance(cause, SitlpoolError):
-        return cause
-    if isinstance(e, ray.exceptions.RayTaskError) and cause is not None:
-        return SitlpoolError(f"{type(cause).__name__} on the node: {ray_reason(cause)[:300]}")
-    return e
-
-
-def ray_reason(e: BaseException) -> str:
-    """Ray's own words for a death, on one line."""
-    text = " ".join(str(e).split())
-    return text[:600] + ("..." if len(text) > 600 else "")
 
 
 class RemoteSitl(HandleBase):
@@ -57,7 +38,7 @@ class RemoteSitl(HandleBase):
     pid: int | None
     link: RemoteLink
 
-    def __init__(self, actor, info: dict, fleet: Fleet | None = None, slot=None):
+    def __init__(self, actor, info: dict, fleet: Any = None, slot=None):
         self._actor = actor
         self._fleet = fleet
         self._slot = slot  # the placement group that reserved its sitl slot (removed with it)

@@ -6,14 +6,11 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import LeaseReleased
 from ..instances import Ports, ports
 from ._record import MAX_RECORD_OWNER, lock_path, validate_owner, write_record
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ._pool import LeasePool
 
 # Leases are kept alive here, not by their users' references: a Lease dropped by
 # the garbage collector must not close its fd and so silently release the instance.
@@ -38,7 +35,7 @@ os.register_at_fork(after_in_child=_forget_leases_in_child)
 class Lease:
     """An instance held through an exclusive flock. Held until ``release()`` or process exit."""
 
-    def __init__(self, pool: LeasePool, instance: int, fd: int, owner: str, record_written: bool):
+    def __init__(self, pool: Any, instance: int, fd: int, owner: str, record_written: bool):
         self.pool = pool
         self.instance = instance
         self.owner = owner
