@@ -22,7 +22,6 @@ from ..sessions import Sessions
 from . import http, prompts, toolcache
 from .early import INSTRUCTIONS, NAME, version
 from .tools import register_all
-from .wire import Wire
 
 log = logging.getLogger("sitlpool.server")
 
@@ -61,7 +60,7 @@ def cache_tool_list(mcp: MCPServer) -> None:
         log.exception("could not render the MCP tool list for the cache")
 
 
-async def run_on_wire(mcp: MCPServer, wire: Wire) -> None:
+async def run_on_wire(mcp: MCPServer, wire: Any) -> None:  # wire: a server.wire.Wire
     """``MCPServer.run_stdio_async`` on streams we give it (the SDK has no public form of this)."""
     stdin, stdout = wire.streams()
     async with stdio_server(stdin, stdout) as (read_stream, write_stream):
@@ -74,7 +73,7 @@ def serve(
     host: str = "127.0.0.1",
     settings=None,
     ray: str | None = None,
-    wire: Wire | None = None,
+    wire: Any = None,  # a server.wire.Wire (not imported: the wire imports this module)
 ) -> int:
     """Serve one agent: over ``wire`` (stdio claimed by ``wire.serve``, which may have
     answered ``initialize`` and ``tools/list`` already), the process's own stdio, or
