@@ -143,21 +143,9 @@ def write(data_dir: Path, rec: PidRecord) -> Path:
     """Write the record atomically (temp file + rename); no temp file is left on failure."""
     d = ensure_dir(data_dir, rec.instance)
     path = d / PID_FILE
-    tmp = d / f".{PID_FILE}.{os.getpid()}.tmp"
     if not rec.time:
         rec.time = time.time()
-    try:
-        with open(open_new(tmp), "w") as f:
-            f.write(json.dumps(rec.as_json()) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            if not stat.S_ISDIR(os.lstat(tmp).st_mode):
-                tmp.unlink()
-        except OSError:
-            pass
-        raise
-    return path
+    return _replace(d, path.name, rec.as_json())
 
 
 def foreign_record(data_dir: Path, instance: int) -> str | None:
@@ -344,20 +332,8 @@ def write_run(data_dir: Path, rec: RunRecord) -> Path:
     """Write the run record atomically (temp file + rename)."""
     d = ensure_dir(data_dir, rec.instance)
     path = d / RUN_FILE
-    tmp = d / f".{RUN_FILE}.{os.getpid()}.tmp"
     rec.time = rec.time or time.time()
-    try:
-        with open(open_new(tmp), "w") as f:
-            f.write(json.dumps(rec.as_json()) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            if not stat.S_ISDIR(os.lstat(tmp).st_mode):
-                tmp.unlink()
-        except OSError:
-            pass
-        raise
-    return path
+    return _replace(d, path.name, rec.as_json())
 
 
 def load_run(data_dir: Path, instance: int) -> RunRecord | None:
@@ -474,3 +450,21 @@ def instances_with_runs(data_dir: Path) -> list[int]:
             if os.path.lexists(root / name / RUN_FILE):
                 out.append(int(name))
     return sorted(out)
+
+
+def _replace(d: Path, name: str, doc: dict) -> Path:
+    """``d/name`` replaced whole by ``doc`` (a fresh temp file, never through a symlink, then
+    renamed over it); the temp file removed if anything fails."""
+    path, tmp = d / name, d / f".{name}.{os.getpid()}.tmp"
+    try:
+        with open(open_new(tmp), "w") as f:
+            f.write(json.dumps(doc) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            if not stat.S_ISDIR(os.lstat(tmp).st_mode):
+                tmp.unlink()
+        except OSError:
+            pass
+        raise
+    return path
