@@ -142,10 +142,9 @@ def run_dir(data_dir: Path, instance: int) -> tuple[Path, int]:
 def write(data_dir: Path, rec: PidRecord) -> Path:
     """Write the record atomically (temp file + rename); no temp file is left on failure."""
     d = ensure_dir(data_dir, rec.instance)
-    path = d / PID_FILE
     if not rec.time:
         rec.time = time.time()
-    return _replace(d, path.name, rec.as_json())
+    return _replace(d, PID_FILE, rec.as_json())
 
 
 def foreign_record(data_dir: Path, instance: int) -> str | None:
@@ -331,9 +330,8 @@ class RunRecord:
 def write_run(data_dir: Path, rec: RunRecord) -> Path:
     """Write the run record atomically (temp file + rename)."""
     d = ensure_dir(data_dir, rec.instance)
-    path = d / RUN_FILE
     rec.time = rec.time or time.time()
-    return _replace(d, path.name, rec.as_json())
+    return _replace(d, RUN_FILE, rec.as_json())
 
 
 def load_run(data_dir: Path, instance: int) -> RunRecord | None:
