@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 from test_stdio_wire import SERVE, by_id, init, talk
@@ -94,6 +95,29 @@ def test_what_is_not_answered_early(procs, env, tmp_path):
         assert not listed(resp) and "error" in by_id(resp, 2)[0]
     entry.chmod(0o600)
     assert listed(ask(broken, init(1), INITED, LIST)[0])
+
+
+def test_a_client_slower_than_the_failing_sdk_is_still_answered_from_the_cache(procs, env, tmp_path):
+    """The SDK fails in milliseconds; a client (descheduled under load) sends its first bytes
+    after that, then each message only once the last was answered, as MCP clients do:
+    initialize and tools/list still come from the cache, the rest is refused naming why."""
+    env = dict(env, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    talk(procs, env, init(1), INITED, LIST, expect=(1, 2))  # cache it
+    p = procs.popen(
+        SERVE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=without_sdk(env, tmp_path)
+    )
+    time.sleep(0.5)  # the client's scheduling delay, not a wait for the server: any value up to ~1 s
+    got = []
+    for msg, answer in ((init(1), 1), (INITED, None), (LIST, 2), ({"jsonrpc": "2.0", "id": 3, "method": "ping"}, 3)):
+        p.stdin.write(line(msg))
+        p.stdin.flush()
+        if answer is not None:
+            got.append(json.loads(p.stdout.readline()))
+            assert got[-1]["id"] == answer, got
+    p.stdin.close()
+    assert p.wait(30) == 1
+    assert "protocolVersion" in got[0]["result"] and listed([got[1]])
+    assert "cannot serve" in got[2]["error"]["message"] and "no MCP SDK in this test" in got[2]["error"]["message"]
 
 
 def test_the_key_follows_the_tool_definitions(tmp_path, monkeypatch):

@@ -79,6 +79,7 @@ class Wire:
     used_ids: set = field(default_factory=set)  # ids of the requests read early
     pending: dict = field(default_factory=dict)  # id -> early response, until the SDK's own answer is seen
     answered: int = 0  # responses sent early
+    early_upto: int = 0  # bytes of the client's stream whose lines went through the early answers
     handed_over: bool = False  # the SDK has the wire
     _inp: io.BufferedReader | None = None
 
@@ -114,6 +115,7 @@ class Wire:
                     self._message(bytes(line))
                 else:
                     self.early.seen += 1  # a message, not the first one any more
+                self.early_upto = len(self.read) - len(chunk) + end + 1
                 line.clear()
                 skipping = False
                 start = end + 1
@@ -122,6 +124,24 @@ class Wire:
                 if len(line) > MAX_EARLY_LINE:
                     line.clear()
                     skipping = True
+
+    def answer_late(self, grace_s: float) -> None:
+        """The SDK failed before the client had sent anything: what a client on a pipe sends
+        within ``grace_s`` is still answered early where it can be (under load the client's
+        first bytes can come after a failure that takes milliseconds); a terminal gets no wait."""
+        if self.read or os.isatty(self.fd):
+            return
+        try:
+            ready, _, _ = select.select([self.fd], [], [], grace_s)
+        except InterruptedError:  # pragma: no cover - a signal with a handler that returns
+            return
+        if ready:
+            wake_r, wake_w = os.pipe()
+            os.close(wake_w)  # at EOF: answer_early reads what is there and returns
+            try:
+                self.answer_early(wake_r)
+            finally:
+                os.close(wake_r)
 
     def _message(self, line: bytes) -> None:
         resp = self.early.answer(line, self.used_ids)
@@ -201,7 +221,16 @@ class Wire:
         "disconnected"), a line that is not JSON with a parse error, until the client
         closes stdin."""
         early = set(self.pending)
+        at = 0  # where in the client's stream: lines up to early_upto went through the early answers
         while raw := self.inp.readline():
+            at += len(raw)
+            if at > self.early_upto and raw.endswith(b"\n"):
+                # what arrived after the SDK failed (under load: the whole session) is still answered
+                # from the cache where it can be, as it would have been had it come a moment sooner
+                sent = self.answered
+                self._message(raw)
+                if self.answered > sent:
+                    continue
             msg = parse(raw)
             if msg is None:
                 if raw.strip():
@@ -329,6 +358,8 @@ def serve(host: str = "127.0.0.1", ray: str | None = None) -> int:
     os.close(wake_w)
     if "error" in loaded:
         e = loaded["error"]
+        if isinstance(e, Exception) and not wire.answered:
+            wire.answer_late(grace_s=1.0)
         if not wire.answered or not isinstance(e, Exception):
             raise e
         # something was answered: the client would otherwise read only "disconnected"
