@@ -47,9 +47,9 @@ def test_a_hop_flies_and_repeats_exactly(env, instances):
         assert o.sim_time_start_s is not None and o.sim_time_end_s >= o.sim_time_start_s
     holds = [o for o in r.outcomes if o.tool == "hold_s"]
     # at least the sim seconds asked; the built-in vehicle's clock moves in ticks of 40 ms wall (0.8 s at 20x)
-    assert all(o.step["hold_s"] <= round(o.sim_time_end_s - o.sim_time_start_s, 3) < o.step["hold_s"] + 1.2 for o in holds), [
-        (o.sim_time_start_s, o.sim_time_end_s) for o in holds
-    ]
+    assert all(
+        o.step["hold_s"] <= round(o.sim_time_end_s - o.sim_time_start_s, 3) < o.step["hold_s"] + 1.2 for o in holds
+    ), [(o.sim_time_start_s, o.sim_time_end_s) for o in holds]
     assert abs(r.outcomes[7].position["lat"] - (HOME[0] + 0.0001)) < 1e-6  # where the goto sent it
     assert r.outcomes[-1].position["relative_alt_m"] < 0.3
     # its SITL is stopped, its lease freed, its log kept, its recipe written
