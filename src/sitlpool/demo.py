@@ -15,7 +15,7 @@ from .process import ManagedManager
 
 
 def demo(
-    binary: str | None = None, speedup: float = 2.0, hold_s: float = 5.0, say=print, altitude_m: float = 10.0
+    binary: str | None = None, speedup: float = 5.0, hold_s: float = 5.0, say=print, altitude_m: float = 10.0
 ) -> None:
     """``sitlpool demo``: lease, launch, fly a short hop, clean up (also on Ctrl-C)."""
     overrides = {"sitl_binary": binary} if binary else {}
