@@ -134,6 +134,40 @@ def _paths(value, what: str) -> list:
     raise ConfigError(f"{what} {str(value)[:60]!r} is not a list of paths")
 
 
+def merge(preset: str | None, settings=None, **given) -> dict:
+    """``given`` over the preset's values, keeping only the options one of them sets (a value
+    of None counts as not given; options a preset cannot set pass through as given): ``params``
+    merged name by name, ``param_files`` and ``scripts`` the preset's first (its relative files
+    from the presets file's folder, read and checked). For launchers that fill in their own
+    defaults (the pytest plugin, the CLI, fleets); homes, scripts and values are theirs to check."""
+    settings = settings or load_settings()
+    p = get(preset, settings) if preset is not None and preset != "" else None
+    base = dict(p.values) if p else {}
+    out = {k: v for k, v in base.items() if k not in ("params", "param_files", "scripts")}
+    out.update({k: v for k, v in given.items() if v is not None and k not in ("params", "param_files", "scripts")})
+    where = f"preset {p.name!r}: " if p else ""
+    mine = base.get("params")
+    if mine is not None and not isinstance(mine, Mapping):
+        raise ConfigError(
+            f"{where}params {str(mine)[:60]!r} is not a mapping of names to values, e.g. {{RTL_ALT = 1500}}"
+        )
+    theirs = given.get("params")
+    if mine or theirs:
+        if theirs is not None and not isinstance(theirs, Mapping):
+            out["params"] = theirs  # the launcher says what is wrong with it
+        else:
+            out["params"] = {str(k).upper(): v for src in (mine or {}, theirs or {}) for k, v in src.items()}
+    files = _paths(base.get("param_files"), f"{where}param_files")
+    files = [str(f) for f in check_param_files(files, p.base)] if p and files else []
+    files += _paths(given.get("param_files"), "param_files")
+    if files:
+        out["param_files"] = files
+    scripts = _paths(base.get("scripts"), f"{where}scripts") + _paths(given.get("scripts"), "scripts")
+    if scripts:
+        out["scripts"] = scripts
+    return out
+
+
 def open_options(preset: str | None = None, settings=None, **given) -> dict:
     """The options ``Sessions.open`` takes, from a preset (or none) and ``given`` (a value of
     None counts as not given): ``model, instance, label, speedup, home, params, wipe, wait_s,

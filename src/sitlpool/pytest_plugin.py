@@ -3,9 +3,11 @@ and beside every other user of the machine.
 
 Fixtures: ``sitl_lease`` (just a lease), ``sitl`` (a launched, ready vehicle with a
 connected link), ``sitl_factory`` (several per test), ``attached_sitl`` (read-only
-attach to ``--sitl-attach N|ENDPOINT``). Marker: ``@pytest.mark.sitl(model=...,
-speedup=..., params={...})``. Nothing is shared between workers but the leases: a
-killed worker's leases die with it, and its SITLs exit with their parent.
+attach to ``--sitl-attach N|ENDPOINT``). Marker: ``@pytest.mark.sitl(preset=..., model=...,
+speedup=..., home=..., params={...}, param_files=[...], scripts=[...], wind={...})``, the
+keywords ``sitl_factory`` takes (a preset under them: ``preset=``, else ``--sitl-preset``).
+Nothing is shared between workers but the leases: a killed worker's leases die with it, and
+its SITLs exit with their parent.
 
 Flight logs: the log store keeps every SITL's DataFlash logs when it stops (after the
 test). A failing test's logs are pinned (never pruned by the budget) and named in its
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from . import presets
 from .config import load_settings
 from .errors import SitlpoolError
 from .leases import LeasePool
@@ -50,6 +53,7 @@ OPTIONS = {  # option -> (ini key, help)
     "--sitl-wait": ("sitl_wait", "seconds to wait for a free instance, so parallel suites queue (default 60)"),
     "--sitl-attach": ("sitl_attach", "instance number or tcp:HOST:PORT for the attached_sitl fixture"),
     "--sitl-ray": ("sitl_ray", "a Ray cluster (HOST:PORT of its head) to place the sitl fixtures' SITLs on"),
+    "--sitl-preset": ("sitl_preset", "a preset (sitlpool presets lists them) the sitl fixtures' SITLs start from"),
 }
 KEEP_LOGS_HELP = "pin every test's SITL logs in the log store and name them in its report (default: a failing test's)"
 LOGS_SECTION = "sitlpool logs (kept at teardown)"  # "teardown" in the name: the failure summary shows it
@@ -81,8 +85,15 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "sitl(model='quad', speedup=None, params=None, home=None): configure the sitl fixture"
+        "markers",
+        "sitl(preset=None, model='quad', speedup=None, home=None, params=None, param_files=None, scripts=None, "
+        "wind=None): configure the sitl fixture",
     )
+    if _opt(config, "sitl_preset"):  # a preset that does not exist: a usage error before any test
+        try:
+            _Ctx(config)
+        except SitlpoolError as e:
+            raise pytest.UsageError(str(e)) from None
 
 
 def _opt(config, ini: str):
@@ -105,6 +116,9 @@ class _Ctx:
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self.ray = _opt(config, "sitl_ray")
         self.keep_logs = bool(_opt(config, "sitl_keep_logs"))
+        self.preset = _opt(config, "sitl_preset")
+        if self.preset is not None:
+            presets.get(self.preset, self.settings)  # an unknown name is a usage error, before any test
 
 
 @pytest.fixture(scope="session")
@@ -142,7 +156,9 @@ def _marker_kwargs(request) -> dict:
 
 @pytest.fixture
 def sitl_factory(_sitlpool_ctx: _Ctx, request: pytest.FixtureRequest) -> Iterator[Callable[..., Sitl]]:
-    """``sitl_factory(model='quad', speedup=..., params=..., home=...)`` -> a ready Sitl; all stopped after the test."""
+    """``sitl_factory(preset=..., model='quad', speedup=..., home=..., params=..., param_files=[...],
+    scripts=[...], wind={...})`` -> a ready Sitl; all stopped after the test. The given options
+    win over the marker's, which win over the preset's (``preset=``, else ``--sitl-preset``)."""
     from .vehicle import Sitl  # the flight layer, on first use (see the imports above)
 
     ctx = _sitlpool_ctx
@@ -159,7 +175,8 @@ def sitl_factory(_sitlpool_ctx: _Ctx, request: pytest.FixtureRequest) -> Iterato
     defaults = _marker_kwargs(request)
 
     def make(**kw) -> Sitl:
-        opts = {**defaults, **kw}
+        opts = _launch_options(ctx, {**defaults, **kw})
+        wind = opts.pop("wind", None)
         speedup = opts.pop("speedup", None) or ctx.speedup
         h = manager.start(
             f"{request.node.name}-{len(made)}",
@@ -168,15 +185,41 @@ def sitl_factory(_sitlpool_ctx: _Ctx, request: pytest.FixtureRequest) -> Iterato
             owner=_owner(ctx, request, f"sitl {len(made)}"),
             **opts,
         )
+        s = Sitl(h)
+        made.append(s)  # stopped after the test whatever happens next
         if not ctx.ray:  # the recorder listens to a local link; a remote one forwards calls only
             _record(h)
-        s = Sitl(h)
-        made.append(s)
+            if wind is not None:  # the first entry of world.wind_history, as open_sitl's wind
+                from .world import record_open_wind  # the flight layer (pymavlink): only with a wind
+
+                record_open_wind(h.link, wind)
         return s
 
     yield make
     manager.close_all()
     _stopped(request, ctx)
+
+
+def _launch_options(ctx: _Ctx, opts: dict) -> dict:
+    """The marker's and the call's options with their preset under them (``preset=``, else
+    ``--sitl-preset``) and ``wind`` as its ``SIM_WIND_*`` parameters (kept as ``wind``: the
+    values, for the wind history); everything checked before anything is leased."""
+    preset = opts.pop("preset", None) or ctx.preset
+    wind = opts.pop("wind", None)
+    out = presets.merge(preset, ctx.settings, **opts)
+    for k in ("label", "wait_s"):  # the plugin names its SITLs and waits --sitl-wait for a slot
+        out.pop(k, None)
+    if wind is not None:
+        from .world import wind_option  # the flight layer (pymavlink): only with a wind
+
+        values = wind_option(wind)
+        params = dict(out.get("params") or {})
+        clash = sorted(k for k in values if k in {str(p).upper() for p in params})
+        if clash:
+            raise SitlpoolError(f"sitl: wind and params both set {', '.join(clash)}; give one")
+        out["params"] = {**params, **values}
+        out["wind"] = values
+    return out
 
 
 @pytest.fixture

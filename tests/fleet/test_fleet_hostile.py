@@ -347,6 +347,8 @@ from concurrent.futures import ThreadPoolExecutor
 from sitlpool.fleet import Fleet
 
 f = Fleet(sys.argv[1])
+print("connected", flush=True)
+sys.stdin.readline()  # "go": open at the same moment as the other driver
 with ThreadPoolExecutor(3) as ex:
     got = list(ex.map(lambda i: f.open(speedup=10, label=f"{sys.argv[2]}-{i}", wait_s=60), range(3)))
 print(json.dumps([[s.node_id, s.instance, s.pid] for s in got]), flush=True)
@@ -356,33 +358,35 @@ f.close()
 
 
 def test_two_driver_processes_opening_at_once_never_share_an_instance(cluster, fleet, procs, env):
-    """Guard: two Fleet clients in two processes, three opens each at once, six slots: six
-    distinct (node, instance), every one leased on its node by its own driver's actor."""
-    ps = [
-        procs.python(
-            DRIVER,
-            cluster.address,
-            name,
-            env=env,
-            cwd=env["SITLPOOL_DATA_DIR"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name in ("one", "two")
-    ]
-    got = [json.loads(p.stdout.readline() or "null") for p in ps]
-    assert all(got), [p.stderr.read()[-2000:] for p in ps if p.poll() is not None]
-    rows = [tuple(r[:2]) for g in got for r in g]
+    """Guard: two Fleet clients, another process and this one (already connected: one Ray
+    connection to start, not two), three opens each at once, six slots: six distinct (node,
+    instance), every one leased on its node by its own driver's actor."""
+    p = procs.python(
+        DRIVER,
+        cluster.address,
+        "other",
+        env=env,
+        cwd=env["SITLPOOL_DATA_DIR"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # both drivers open at the same moment, racing for the same slots and instances
+    assert p.stdout.readline().strip() == "connected", p.stderr.read()[-2000:] if p.poll() is not None else ""
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    with ThreadPoolExecutor(3) as ex:
+        mine = list(ex.map(lambda i: fleet.open(speedup=SPEEDUP, label=f"this-{i}", wait_s=60), range(3)))
+    theirs = json.loads(p.stdout.readline() or "null")
+    assert theirs, p.stderr.read()[-2000:] if p.poll() is not None else "no answer from the other driver"
+    rows = [tuple(r[:2]) for r in theirs] + [(s.node_id, s.instance) for s in mine]
     assert len(set(rows)) == 6
     doc = fleet.status()
     leased = {(h["node_id"], h["instance"]) for h in doc["held"]}
     assert leased == set(rows)
-    for p in ps:
-        p.stdin.close()
-    for p in ps:
-        p.wait(60)
+    p.stdin.close()
+    p.wait(60)
 
 
 # ---- more than one Fleet in a process ---------------------------------------------------------------

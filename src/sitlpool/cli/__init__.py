@@ -67,8 +67,30 @@ __all__ = [
 def _sim(a: argparse.Namespace) -> int:
     from ..sim.__main__ import main as sim_main  # the built-in vehicle: only `sitlpool sim` runs it
 
-    sim_main(a.args)
+    args, name = _pop_preset(list(a.args))
+    if name is None:
+        sim_main(args)
+        return EXIT_OK
+    from .presets import PresetFiles, sim_args
+
+    files = PresetFiles(name, "sitlpool sim")
+    try:
+        sim_main(sim_args(args, files))  # the vehicle reads its --defaults files at boot
+    finally:
+        files.close()
     return EXIT_OK
+
+
+def _pop_preset(args: list[str]) -> tuple[list[str], str | None]:
+    """``sitlpool sim``'s ``--preset NAME`` (or ``--preset=NAME``) taken out of the vehicle's flags."""
+    for i, x in enumerate(args):
+        if x == "--preset":
+            if i + 1 >= len(args) or not args[i + 1] or args[i + 1].startswith("-"):
+                raise SitlpoolError("sitlpool sim --preset needs a preset's name (sitlpool presets lists them)")
+            return args[:i] + args[i + 2 :], args[i + 1]
+        if x.startswith("--preset="):
+            return args[:i] + args[i + 1 :], x.split("=", 1)[1]
+    return args, None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -98,6 +120,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--cwd", metavar="DIR", help="run CMD in DIR (a SITL writes eeprom.bin, logs/ and terrain/ into its cwd)"
     )
+    r.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="a preset for the command: {model} {home} {speedup} {param_file} (its files' values, then its params)",
+    )
     r.add_argument("cmd", nargs=argparse.REMAINDER)
     r.set_defaults(fn=cmd_run)
     k = sub.add_parser("kill", help="kill the stray SITL on an instance nobody holds")
@@ -119,14 +146,14 @@ def parser() -> argparse.ArgumentParser:
         help="place open_sitl sessions on this Ray cluster (HOST:PORT of its head)",
     )
     sv.set_defaults(fn=cmd_serve)
-    sm = sub.add_parser("sim", help="the built-in vehicle (same flags as SITL)", add_help=False)
+    sm = sub.add_parser("sim", help="the built-in vehicle (same flags as SITL, and --preset NAME)", add_help=False)
     sm.add_argument("args", nargs=argparse.REMAINDER)
     sm.set_defaults(fn=_sim)
     d = sub.add_parser("demo", help="lease, launch, fly a short hop, clean up")
     d.add_argument(
         "--binary", help="a real ArduPilot SITL binary (default: SITLPOOL_SITL_BINARY or the built-in vehicle)"
     )
-    d.add_argument("--speedup", type=speedup_arg, default=2)
+    d.add_argument("--speedup", type=speedup_arg, default=5, help="sim seconds per wall second (default 5)")
     d.add_argument("--hold", type=hold_arg, default=5, help="seconds of sim time to hover")
     d.set_defaults(fn=cmd_demo)
     add_logs_parser(sub)
@@ -140,8 +167,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["sim"]:  # every flag belongs to the vehicle, not to sitlpool
-        return _sim(argparse.Namespace(args=args[1:]))
+    if args[:1] == ["sim"]:  # every flag belongs to the vehicle (but --preset), not to sitlpool
+        try:
+            return _sim(argparse.Namespace(args=args[1:]))
+        except SitlpoolError as e:
+            err(str(e))
+            return EXIT_ERROR
     a = parser().parse_args(args)
     try:
         code: int = a.fn(a)

@@ -100,3 +100,105 @@ def target_arg(text: str) -> dict[str, Any]:
     parse_port(text.rpartition(":")[2])  # int() would take '٥٧٦٠' and '5_760'
     parse_endpoint(text)
     return {"endpoint": text, "text": text}
+
+
+# ---- a session's options: the same flags on every command that starts a SITL ---------------
+
+
+def param_arg(text: str) -> tuple[str, float]:
+    """``--param NAME=VALUE``."""
+    name, sep, value = text.partition("=")
+    x = float(value) if sep and re.fullmatch(_DECIMAL, value.strip()) else math.nan
+    if not name.strip() or not math.isfinite(x):
+        raise argparse.ArgumentTypeError(
+            f"--param takes NAME=VALUE with a finite number, e.g. RTL_ALT=1500; not {text!r}"
+        )
+    return name.strip().upper(), x
+
+
+def wind_arg(text: str) -> dict[str, float]:
+    """``--wind SPEED[,FROM_DEG[,TURBULENCE]]`` (m/s, degrees the wind comes from, m/s)."""
+    parts = text.split(",")
+    if not 1 <= len(parts) <= 3 or not all(re.fullmatch(_DECIMAL, p.strip()) for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"--wind takes SPEED[,FROM_DEG[,TURBULENCE]] in m/s and degrees, e.g. 5,270 or 8,90,2; not {text!r}"
+        )
+    return dict(zip(("speed_m_s", "direction_deg", "turbulence"), map(float, parts)))
+
+
+def add_session_options(p: argparse.ArgumentParser, which: tuple[str, ...] = ("preset",)) -> None:
+    """The session flags (of ``which``: preset, home, param, param_file, wind), spelt alike on
+    every command; ``session_options`` reads them back."""
+    if "preset" in which:
+        p.add_argument("--preset", metavar="NAME", help="start from this preset (sitlpool presets lists them)")
+    if "home" in which:
+        p.add_argument(
+            "--home", metavar="HOME", help="a named home (CMAC; sitlpool presets lists them) or lat,lon,alt,heading"
+        )
+    if "param" in which:
+        p.add_argument(
+            "--param", action="append", type=param_arg, metavar="NAME=VALUE", help="a parameter at boot (repeatable)"
+        )
+    if "param_file" in which:
+        p.add_argument(
+            "--param-file",
+            dest="param_files",
+            action="append",
+            metavar="FILE",
+            help="a parameter file applied at boot after the tree's defaults (repeatable)",
+        )
+    if "wind" in which:
+        p.add_argument("--wind", type=wind_arg, metavar="SPEED[,FROM_DEG[,TURB]]", help="wind from boot (m/s, degrees)")
+
+
+def session_options(a: argparse.Namespace, options: dict, allowed: tuple[str, ...], command: str) -> dict:
+    """``options`` (e.g. a program file's) with the session flags over them (``--param`` merged
+    name by name, ``--param-file`` after the others) and the preset's values under everything:
+    only the options ``allowed``; a preset setting another (scripts for a command that runs
+    none) is one line, before anything starts."""
+    from .. import presets  # tomllib and the presets file: only when a session starts
+
+    out = dict(options)
+    if getattr(a, "home", None) is not None:
+        out["home"] = a.home
+    if getattr(a, "wind", None) is not None:
+        out["wind"] = a.wind
+    if getattr(a, "param", None):
+        out["params"] = {**{str(k).upper(): v for k, v in (out.get("params") or {}).items()}, **dict(a.param)}
+    if getattr(a, "param_files", None):
+        out["param_files"] = [*(out.get("param_files") or []), *a.param_files]
+    name = getattr(a, "preset", None)
+    merged = presets.merge(name, **out) if name is not None else out
+    if isinstance(merged.get("home"), str) and "," not in merged["home"]:  # a named home (CMAC) as coordinates
+        from .. import locations
+        from ..config import load_settings
+
+        merged["home"] = locations.resolve_home(merged["home"], load_settings())  # SITLPOOL_LOCATIONS too
+    if name is None:
+        return merged
+    wrong = sorted(
+        k for k, v in merged.items() if k not in allowed and k not in out and v != presets.DEFAULTS.get(k, None)
+    )
+    if wrong:
+        raise SitlpoolError(
+            f"preset {name!r} sets {', '.join(wrong)}, which {command} does not take; "
+            f"use a preset without {' or '.join(wrong)} (it takes {', '.join(allowed)})"
+        )
+    return {k: v for k, v in merged.items() if k in allowed}
+
+
+def preset_variants(name: str | None, variants: dict, allowed: tuple[str, ...]) -> dict:
+    """An A/B batch's variants each with the preset under it (``--preset``): its ``params``
+    under the variant's, its ``param_files`` first, its model, home and speedup unless the
+    variant sets them."""
+    if name is None:
+        return variants
+    out = {}
+    for k, v in variants.items():
+        if not isinstance(v, dict):
+            out[k] = v  # the batch says what is wrong with it
+            continue
+        given = {x: y for x, y in v.items() if x in ("params", "param_files", "model", "home", "speedup")}
+        merged = session_options(argparse.Namespace(preset=name), given, allowed, "an A/B batch")
+        out[k] = {**v, **merged}
+    return out

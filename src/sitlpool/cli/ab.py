@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SitlpoolError
-from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, say
+from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, add_session_options, preset_variants, say
 
 VARIANT_KEYS = ("params", "param_files", "binary", "wind_seed", "failure_seed", "model", "home", "speedup")
 
@@ -121,6 +121,7 @@ def cmd_ab(a: argparse.Namespace) -> int:
         variants[name] = variant_from_file(path)
     if len(variants) < 2:
         raise SitlpoolError("give two variants to compare: --a FILE --b FILE, or --variants FILE")
+    variants = preset_variants(getattr(a, "preset", None), variants, VARIANT_KEYS)  # --preset under each variant
     steps = read_steps(a.steps)
     fleet = None
     if a.ray is not None:
@@ -128,8 +129,9 @@ def cmd_ab(a: argparse.Namespace) -> int:
 
         fleet = Fleet(a.ray or None)
     metrics = a.metrics.split(",") if a.metrics else None
+    model = a.model or "quad"  # sitlpool batch's --model is None unless given (a preset's model then)
     b = batch.start_batch(
-        variants, a.runs, steps, metrics, a.label, a.time_limit, a.seed, a.concurrency, fleet, a.speedup, a.model
+        variants, a.runs, steps, metrics, a.label, a.time_limit, a.seed, a.concurrency, fleet, a.speedup, model
     )
     console = Console(stderr=True)
     try:
@@ -204,6 +206,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--speedup", type=float, help="SITL speedup (default 10)")
     p.add_argument("--model", default="quad")
     p.add_argument("--label", help="a name for the batch")
+    add_session_options(p)  # --preset: under every variant
     p.add_argument("--ray", nargs="?", const="", metavar="HOST:PORT", help="fly on a Ray fleet (no address: local Ray)")
     p.add_argument("-o", "--output", metavar="PNG", help="write the comparison picture here")
     p.add_argument("--json", action="store_true", help="the comparison as JSON on stdout, no progress bar")

@@ -16,9 +16,14 @@ from ._common import EXIT_DIED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, say
 # ---- run: a lease for any command -------------------------------------------------------
 
 
-def substitute(args: list[str], lease: Lease) -> list[str]:
+PRESET_PLACEHOLDERS = ("model", "home", "speedup", "param_file")
+
+
+def substitute(args: list[str], lease: Lease, extra: dict[str, str] | None = None) -> list[str]:
+    """``{instance}``, the ports' placeholders and ``extra``'s (``--preset``: ``{model}``,
+    ``{home}``, ``{speedup}``, ``{param_file}``) replaced in ``args``."""
     p = lease.ports
-    values = {
+    values: dict[str, object] = {
         "instance": lease.instance,
         "serial0": p.serial0,
         "serial1": p.serial1,
@@ -26,6 +31,7 @@ def substitute(args: list[str], lease: Lease) -> list[str]:
         "rc_in": p.rc_in,
         "sim_out": p.sim_out,
         "sim_in": p.sim_in,
+        **(extra or {}),
     }
     out = []
     for arg in args:
@@ -48,6 +54,24 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.cwd is not None and not os.path.isdir(a.cwd):
         raise ConfigError(f"--cwd {a.cwd}: not a directory; create it or name an existing one")
     s = load_settings()
+    preset = None
+    if a.preset is not None:  # checked, and its parameter file written, before anything is leased
+        from .presets import PresetFiles
+
+        preset = PresetFiles(a.preset, "sitlpool run", s)
+        if not any("{" + k + "}" in arg for arg in cmd for k in PRESET_PLACEHOLDERS):
+            err(
+                f"--preset {a.preset}: the command uses none of {{model}} {{home}} {{speedup}} {{param_file}}, "
+                "so the preset changes nothing in it"
+            )
+    try:
+        return _run_leased(a, cmd, owner, s, preset.values if preset else None)
+    finally:
+        if preset is not None:
+            preset.close()
+
+
+def _run_leased(a: argparse.Namespace, cmd: list[str], owner: str, s, extra: dict | None) -> int:
     lease = LeasePool.from_settings(s).acquire(owner, instance=a.instance, wait=a.wait)
     try:
         p = lease.ports
@@ -61,7 +85,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             SITLPOOL_SIM_OUT=str(p.sim_out),
             SITLPOOL_SIM_IN=str(p.sim_in),
         )
-        argv = substitute(cmd, lease)
+        argv = substitute(cmd, lease, extra)
         print(
             f"sitlpool: instance {lease.instance} leased to {owner}; running {' '.join(argv)}",
             file=sys.stderr,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SitlpoolError
-from ._common import EXIT_ERROR, EXIT_OK, say, seconds_arg, speedup_arg
+from ._common import EXIT_ERROR, EXIT_OK, add_session_options, say, seconds_arg, session_options, speedup_arg
 
 OPTIONS = ("model", "speedup", "home", "params", "param_files", "wind", "time_limit_s", "label")
 
@@ -53,6 +53,7 @@ def cmd_fly(a: argparse.Namespace) -> int:
         v = getattr(a, k, None)
         if v is not None:
             options[k] = v
+    options = session_options(a, options, (*OPTIONS, "instance", "wait_s"), "sitlpool fly")  # --preset, --param...
     steps.validate_steps(program)
     total = len(program)
 
@@ -103,6 +104,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="SIM_SECONDS",
         help="fail the run after this many sim seconds (default 600)",
     )
+    add_session_options(p, ("preset", "home", "param", "param_file", "wind"))  # over the file's options
     p.add_argument("--json", action="store_true", help="print the result document (JSON)")
     p.set_defaults(fn=cmd_fly)
     return p

@@ -68,7 +68,8 @@ def add_subcommands(sub) -> None:
         type=ray_address,
         help="the cluster's head (HOST:PORT); default: a Ray of this machine",
     )
-    b.add_argument("--model", default="quad")
+    b.add_argument("--model", default=None, help="vehicle model (default: the preset's, else quad)")
+    b.add_argument("--preset", metavar="NAME", help="start every SITL from this preset (sitlpool presets lists them)")
     b.add_argument("--speedup", type=speedup_arg, default=None, help="SITL speedup (default SITLPOOL_SPEEDUP)")
     b.add_argument(
         "--retries", type=retries_arg, default=1, help="times an item lost with its node runs again elsewhere"
@@ -169,6 +170,7 @@ def cmd_batch(a) -> int:
     printed to stdout (Ray's "(raylet) A worker died..." lines, a scenario's prints) goes
     to stderr."""
     from .fleet import Fleet  # Ray: an optional dependency, imported by the command that needs it
+    from .launch import DEFAULT_MODEL
 
     results_out = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):
@@ -183,7 +185,13 @@ def cmd_batch(a) -> int:
         fleet = Fleet(a.ray)
         try:
             results = fleet.map(
-                mod.run, items, model=a.model, speedup=a.speedup, retries=a.retries, progress=a.progress
+                mod.run,
+                items,
+                model=DEFAULT_MODEL if a.model is None else a.model,  # not given: the preset's, else quad
+                speedup=a.speedup,
+                retries=a.retries,
+                progress=a.progress,
+                preset=getattr(a, "preset", None),
             )
         finally:
             fleet.close()

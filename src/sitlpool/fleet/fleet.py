@@ -21,6 +21,7 @@ from ..flight import check_finite, resolve_binary
 from ..sessions import check_open_args
 from . import connection, logfetch, node
 from .errors import FleetError, ItemFailed, NoRoom
+from .launch import DEFAULT_MODEL, launch_options
 from .logfetch import FlightResult
 from .progress import MapProgress, node_key
 from .remote import RemoteSitl, ray_reason, unwrap
@@ -130,23 +131,44 @@ class Fleet:
 
     def open(
         self,
-        model: str = "quad",
-        speedup: float = 1,
+        model: str = DEFAULT_MODEL,
+        speedup: float | None = None,
         params: dict | None = None,
         home: str | None = None,
         label: str | None = None,
         wait_s: float | None = None,
-        wipe: bool = True,
+        wipe: bool | None = None,
+        *,
+        preset: str | None = None,
+        param_files: list | None = None,
+        scripts: list | None = None,
+        wind: dict | None = None,
+        tlog: bool = False,
     ) -> RemoteSitl:
         """A SITL launched on whichever node has room, as a ``RemoteSitl``. ``wait_s``: how
-        long to wait for a free slot (None: as long as it takes; 0: fail at once)."""
+        long to wait for a free slot (None: as long as it takes; 0: fail at once).
+        ``preset``: a preset of this machine (``sitlpool presets``), under the options given;
+        ``param_files`` (paths here) and ``scripts`` (names in this machine's
+        ``SITLPOOL_SCRIPTS_DIR``) travel to the node by content; ``wind`` as ``open_sitl``'s."""
         self._check_usable()
-        model, speedup, label, home, params = check_open_args(model, speedup, label, home, params)
+        o = launch_options(preset, model, speedup, params, home, label, wipe, param_files, scripts, wind)
+        model, speedup, label, home, params = check_open_args(
+            o["model"], 1 if o["speedup"] is None else o["speedup"], o["label"], o["home"], o["params"]
+        )
         if wait_s is not None:
             wait_s = max(0.0, check_finite(wait_s, "wait_s", unit="s"))
         total = self._need_capacity()
         self._read_settings(total)
         self._check_model(model)
+        launch: dict[str, Any] = dict(
+            model=model, speedup=speedup, params=params, home=home, label=label, wipe=o["wipe"]
+        )
+        if o["files"]:
+            launch["files"] = o["files"]
+        if o["wind"]:
+            launch["wind"] = o["wind"]
+        if tlog:
+            launch["tlog"] = True
         deadline = None if wait_s is None else time.monotonic() + wait_s
         refused_slots: list = []  # slots kept on nodes that refused, so Ray places the next one elsewhere
         refused = None
@@ -162,7 +184,6 @@ class Fleet:
                     raise NoRoom(self._no_room(total, wait_s, refused))
                 actor = None
                 try:
-                    launch = dict(model=model, speedup=speedup, params=params, home=home, label=label, wipe=wipe)
                     actor = self._actor_cls.options(
                         resources={RESOURCE: 1},
                         num_cpus=0,
@@ -274,7 +295,7 @@ class Fleet:
         self,
         fn,
         items,
-        model: str = "quad",
+        model: str = DEFAULT_MODEL,
         speedup: float | None = None,
         retries: int = 1,
         params: dict | None = None,
@@ -282,6 +303,11 @@ class Fleet:
         progress: bool | None = None,
         label: str | None = None,
         keep_logs: bool = False,
+        *,
+        preset: str | None = None,
+        param_files: list | None = None,
+        scripts: list | None = None,
+        wind: dict | None = None,
     ) -> list:
         """``fn(sitl, item)`` for each item on a SITL leased on whichever node has room; the
         results in item order. An exception in ``fn`` is that item's result (an
@@ -291,15 +317,19 @@ class Fleet:
         ``log_ids``, ``logs``) and each ``ItemFailed`` has ``logs``; ``fetch_log`` copies one here."""
         self._check_usable()
         # what every item shares is checked once, here: not a batch of identical failures
+        o = launch_options(preset, model, speedup, params, home, label, None, param_files, scripts, wind)
+        speedup = o["speedup"]
         model, checked, label, home, params = check_open_args(
-            model, 1 if speedup is None else speedup, label, home, params
+            o["model"], 1 if speedup is None else speedup, o["label"], o["home"], o["params"]
         )
         speedup = None if speedup is None else checked
         items = list(items)
         total = self._need_capacity()
         self._read_settings(total)
         self._check_model(model, wait_s=10)  # a batch can wait for the nodes' settings
-        opts = {"model": model, "speedup": speedup, "params": params, "home": home, "label": label}
+        opts = {"model": model, "speedup": speedup, "params": params, "home": home, "label": label, "wipe": o["wipe"]}
+        if o["files"]:
+            opts["files"] = o["files"]
         if keep_logs:
             opts["keep_logs"] = True
         task = _remote(node.run_item, num_cpus=0, max_retries=0, resources={RESOURCE: 1})

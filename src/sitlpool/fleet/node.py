@@ -33,7 +33,9 @@ from ..process.managed import stderr_tail
 from ..sessions import FLIGHT_ACTIONS, Session, Sessions
 from ..status import pool_status
 from ..vehicle import Sitl
+from ..world import Pacer, record_open_wind
 from . import logfetch
+from .launch import NodeFiles, Packed
 
 log = logging.getLogger("sitlpool.fleet.node")
 
@@ -126,6 +128,8 @@ class SitlActor:
         self._session: Session | None = None  # kept after close: Sessions forgets closed sessions
         self._sessions: Sessions | None = None
         self.watch: ClusterWatch | None = None
+        self.files: NodeFiles | None = None  # the parameter files and scripts the launch carried
+        self.pacer: Pacer | None = None  # open_sitl(pace=True): this node paces its vehicle
         values = settings_by_node.get(self.ident["node_id"])
         # the launch runs beside Ray's own work after the constructor
         self._launch: concurrent.futures.Future[dict] = concurrent.futures.Future()
@@ -156,15 +160,30 @@ class SitlActor:
 
     def _open(self, out: concurrent.futures.Future, values: dict | None, launch: dict) -> None:
         try:
-            self._sessions = Sessions(
-                settings=ValidatedSettings(values) if values else None, server_id=f"ray-{os.getpid()}"
-            )
+            settings = ValidatedSettings(values) if values else load_settings()
+            launch = dict(launch)
+            packed: Packed | None = launch.pop("files", None)
+            wind = launch.pop("wind", None)
+            if packed:  # the driver's files, by content: here they are this launch's own
+                self.files = NodeFiles(settings.data_dir)
+                launch["param_files"], scripts = self.files.write(packed)
+                if scripts:  # the allowlist is what the driver sent (checked against its own folder)
+                    launch["scripts"] = scripts
+                    settings = settings.model_copy(update={"scripts_dir": self.files.scripts_dir, "allow_paths": False})
+            self._sessions = Sessions(settings=settings, server_id=f"ray-{os.getpid()}")
             s = self._sessions.open(**launch)
+            if wind and s.link is not None:
+                record_open_wind(s.link, wind)  # the first entry of its wind history, as open_sitl's
         except OwnerError as e:  # the label is wrong, not the node's count
             out.set_exception(e)
+            self._drop_files()
         except LeaseError as e:
             out.set_result({"refused": str(e), **self.ident})
+            self._drop_files()
         except BaseException as e:  # the caller of open gets it, as if raised there
+            if self.files is not None and isinstance(e, SitlpoolError) and len(e.args) == 1:
+                e.args = (self.files.driver_names(str(e.args[0])),)  # the driver's file names in it
+            self._drop_files()
             out.set_exception(e)
         else:
             self.sid, self._session = s.id, s
@@ -173,13 +192,21 @@ class SitlActor:
             )
             out.set_result(self.info())
 
+    def _drop_files(self) -> None:
+        if self.files is not None:
+            self.files.remove()
+
     def _lost(self) -> str:
         """The cluster is gone: stop the SITL and release its lease now."""
         self.close()
         return "stopped its SITL and released its lease"
 
     def info(self) -> dict:
-        return self._here({**self.session.info(), "pid": self.session.handle.pid})
+        out = self._here({**self.session.info(), "pid": self.session.handle.pid})
+        config = out.get("config")
+        if self.files is not None and config:  # the files by the names they had on the driver
+            out["config"] = {**config, "param_files": [self.files.names.get(p, p) for p in config["param_files"]]}
+        return out
 
     def close(self) -> dict:
         if self.watch is not None:
@@ -188,7 +215,38 @@ class SitlActor:
             return {"closed": "nothing was open"}
         if self.session.closed:
             return {"closed": "already closed", **self.ident}
-        return self._here(self.sessions.close(self.sid))
+        if self.pacer is not None:
+            self.pacer.remove(self.session.link)
+        try:
+            return self._here(self.sessions.close(self.sid))
+        finally:
+            self._drop_files()
+
+    # ---- pacing: the vehicle slowed while no tool call of the driver's server runs ------
+
+    def pace(self, speedup: float) -> dict:
+        """Pace the vehicle from now on: ``world.PACE_SPEEDUP`` between calls, ``speedup``
+        during them (``pace_begin``/``pace_end`` around each call)."""
+        link = self._link()
+        if self.pacer is None:
+            self.pacer = Pacer()
+        self.pacer.add(link, speedup)
+        return {"between_calls_speedup": self.pacer.paced, "during_calls_speedup": speedup}
+
+    def pace_begin(self) -> bool:
+        """A call begins: the vehicle back at its speedup (waited for, at most a few seconds)."""
+        if self.pacer is not None:
+            self.pacer.begin()
+        return True
+
+    def pace_end(self) -> None:
+        if self.pacer is not None:
+            self.pacer.end()
+
+    def pace_speedup(self, speedup: float) -> None:
+        """``set_speedup`` on a paced vehicle: its speedup during calls from now on."""
+        if self.pacer is not None:
+            self.pacer.set_speedup(self._link(), speedup)
 
     def status(self):
         """The handle's Status once the SITL ended, else None."""
@@ -315,7 +373,16 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
     if tally is not None:
         tally.started.remote(index, ident["host"], ident["node_id"])
     t0 = time.monotonic()
-    m = ManagedManager()
+    settings = load_settings()
+    files = None
+    launch: dict = {}
+    if opts.get("files"):  # the driver's parameter files and scripts, by content
+        files = NodeFiles(settings.data_dir)
+        launch["param_files"], scripts = files.write(opts["files"])
+        if scripts:
+            launch["scripts"] = scripts
+            settings = settings.model_copy(update={"scripts_dir": files.scripts_dir, "allow_paths": False})
+    m = ManagedManager(settings)
 
     def lost() -> str:
         m.close_all()
@@ -334,6 +401,8 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
                 params=opts.get("params"),
                 home=opts.get("home"),
                 tlog=bool(opts.get("keep_logs")),  # its flight's logs: the telemetry too
+                wipe=opts.get("wipe", True),
+                **launch,
             )
         except LeaseError as e:
             if isinstance(e, OwnerError):  # the label is wrong, not the node's count: this item's failure
@@ -358,6 +427,8 @@ def run_item(fn, item, index: int, opts: dict, tally=None) -> dict:
     finally:
         watch.stop()
         m.close_all()  # waits for the SITL's end: its logs are kept by then
+        if files is not None:
+            files.remove()
     if opts.get("keep_logs") and h is not None:
         out["logs"] = [r.as_dict() for r in getattr(h, "kept_logs", [])]
     return out

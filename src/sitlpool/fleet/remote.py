@@ -192,6 +192,10 @@ class RemoteSitl(HandleBase):
     def get_param(self, name: str) -> float:
         return self._call("link_call", "get_param", (name,), {})
 
+    def pace(self, speedup: float) -> dict:
+        """Pace the vehicle on its node: slowed while no call runs (``pace_begin``/``pace_end``)."""
+        return self._call("pace", speedup)
+
     def set_param(self, name: str, value: float) -> float:
         return self._call("link_call", "set_param", (name, value), {})
 

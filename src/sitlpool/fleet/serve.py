@@ -5,8 +5,11 @@ that owns it; connection strings use the node's address. ``attach_sitl``, leases
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
+
+import ray
 
 from ..errors import SessionError
 from ..sessions import ARM_WAIT_READY_S, SessionLike, Sessions
@@ -73,12 +76,69 @@ class RemoteSession:
         return self.handle.rtl()
 
 
+class RemotePacer:
+    """``open_sitl(pace=True)`` for sessions on the cluster: each actor paces its own vehicle
+    (a ``world.Pacer`` on its node); around every tool call of the server, ``begin`` has the
+    actors of the paced sessions speed their vehicles up (waited for, at most ``wait_s``) and
+    ``end`` lets them slow down again."""
+
+    def __init__(self, wait_s: float = 5.0):
+        self.wait_s = wait_s
+        self._lock = threading.Lock()
+        self._paced: dict[RemoteSitl, int] = {}  # handle -> calls it was told of (begun, not ended)
+
+    @property
+    def pacing(self) -> bool:
+        return bool(self._paced)
+
+    def accepts(self, s: Any) -> bool:
+        return isinstance(s, RemoteSession)
+
+    def add(self, s: RemoteSession, speedup: float) -> dict:
+        out = s.handle.pace(speedup)
+        with self._lock:
+            self._paced[s.handle] = 0
+        return {**out, "note": "the vehicle runs at its speedup only while a tool call runs (paced on its node)"}
+
+    def _live(self) -> list[RemoteSitl]:
+        with self._lock:
+            for h in [h for h in self._paced if h.dead]:
+                del self._paced[h]
+            return list(self._paced)
+
+    def begin(self) -> None:
+        refs = []
+        for h in self._live():
+            try:
+                refs.append(h._actor.pace_begin.remote())
+            except Exception:  # the connection or the actor is going: its session says so
+                continue
+            with self._lock:
+                if h in self._paced:
+                    self._paced[h] += 1
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=self.wait_s)
+
+    def end(self) -> None:
+        for h in self._live():
+            with self._lock:
+                if not self._paced.get(h):
+                    continue  # paced during this call: it was never sped up for it
+                self._paced[h] -= 1
+            try:
+                h._actor.pace_end.remote()
+            except Exception:  # pragma: no cover - the actor or the connection is gone
+                pass
+
+
 class RaySessions(Sessions):
-    """``Sessions`` whose ``open`` places SITLs on the Ray cluster at ``address``."""
+    """``Sessions`` whose ``open`` places SITLs on the Ray cluster at ``address``;
+    ``remote_pacer`` paces them (the MCP server calls it around each tool call)."""
 
     def __init__(self, address: str | None, settings=None, server_id: str | None = None):
         super().__init__(settings, server_id)
         self.fleet = Fleet(address)
+        self.remote_pacer = RemotePacer()
 
     def open(  # type: ignore[override]  # a RemoteSession, not a local Session: both are SessionLike
         self,
@@ -95,13 +155,10 @@ class RaySessions(Sessions):
         watch: list | str | None = None,
         tlog: bool = False,
     ) -> RemoteSession:
-        unsupported = [
-            k for k, v in (("param_files", param_files), ("scripts", scripts), ("watch", watch), ("tlog", tlog)) if v
-        ]
-        if unsupported:  # the files and outputs are on this machine, the SITL on a node
+        if watch:  # the outputs would be on this machine, the vehicle's link on a node
             raise SessionError(
-                f"open_sitl on a Ray cluster does not take {', '.join(unsupported)} yet; give params "
-                "(name=value) instead of parameter files, and watch a remote vehicle with sitlpool watch on its node"
+                "open_sitl on a Ray cluster does not take watch; watch a remote vehicle with sitlpool watch on its "
+                "node, or connect a ground station to the answer's connect.serial1"
             )
         if instance is not None:
             raise SessionError(
@@ -116,6 +173,9 @@ class RaySessions(Sessions):
             label=label,
             wait_s=min(max(0.0, wait_s or 0), 27.5),
             wipe=wipe,
+            param_files=param_files,  # read here (checked as open_sitl's), carried to the node by content
+            scripts=scripts,
+            tlog=tlog,
         )
         s = RemoteSession(remote)
         with self._lock:
@@ -159,4 +219,4 @@ def ray_sessions(address: str | None, settings=None) -> RaySessions:
     return RaySessions(address, settings)
 
 
-__all__ = ["RaySessions", "RemoteSession", "ray_sessions"]
+__all__ = ["RaySessions", "RemotePacer", "RemoteSession", "ray_sessions"]

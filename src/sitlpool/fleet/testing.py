@@ -29,11 +29,24 @@ class FleetManager:
         params: dict | None = None,
         home: str | None = None,
         wipe: bool = True,
+        param_files: list | None = None,
+        scripts: list | None = None,
+        tlog: bool = False,
         **_ignored,
     ) -> RemoteSitl:
-        """A ready SITL on whichever node has room, waiting up to ``wait`` s for a free slot."""
+        """A ready SITL on whichever node has room, waiting up to ``wait`` s for a free slot;
+        its parameter files and scripts travel to the node by content."""
         s = self.fleet.open(
-            model=model, speedup=speedup or 1, params=params, home=home, label=owner or name, wait_s=wait, wipe=wipe
+            model=model,
+            speedup=speedup or 1,
+            params=params,
+            home=home,
+            label=owner or name,
+            wait_s=wait,
+            wipe=wipe,
+            param_files=param_files,
+            scripts=scripts,
+            tlog=tlog,
         )
         self.processes[name] = s
         return s

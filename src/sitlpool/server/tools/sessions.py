@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -43,7 +44,30 @@ def agent_param_files(settings, files: list[str] | None) -> list[str] | None:
     return out
 
 
+def pace_remote_sessions(mcp: MCPServer, pacer) -> None:
+    """Around every tool call, ``pacer.begin()`` / ``end()`` (``RaySessions.remote_pacer``: the
+    paced vehicles on Ray nodes run at their speedup only during calls), as
+    ``world_tools.wrap_calls_with_pacing`` does for this machine's vehicles."""
+    inner = mcp.call_tool
+
+    async def call_tool(name: str, arguments: dict[str, Any], context=None):
+        paced = pacer.pacing
+        if paced:
+            await anyio.to_thread.run_sync(pacer.begin)  # waits (briefly) for the nodes to speed up
+        try:
+            return await inner(name, arguments, context)
+        finally:
+            if paced:
+                await anyio.to_thread.run_sync(pacer.end)
+
+    setattr(mcp, "call_tool", call_tool)  # noqa: B010  (the instance attribute shadows the method)
+
+
 def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
+    remote_pacer = getattr(sessions, "remote_pacer", None)  # serve --ray: RaySessions
+    if remote_pacer is not None:
+        pace_remote_sessions(mcp, remote_pacer)
+
     @mcp.tool(annotations=RO)
     async def server_info() -> dict:
         """This server: its id, pool, lock dir, sessions, and what it reaped at start."""
@@ -129,7 +153,15 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
         )
         wind_values, o["params"] = await call(world_tools.open_params, wind, o["params"])
         s = await call(lambda: sessions.open(**o, watch=watch, tlog=tlog))
-        return await call(world_tools.after_open, sessions, s.info(), wind_values, pace, o["speedup"])
+        remote = remote_pacer is not None and remote_pacer.accepts(s)  # a Ray node's vehicle: paced there
+        info = await call(world_tools.after_open, sessions, s.info(), wind_values, pace and not remote, o["speedup"])
+        if pace and remote and remote_pacer is not None:
+            try:
+                info["pace"] = await call(remote_pacer.add, s, o["speedup"])
+            except BaseException:  # nothing left behind: the session just opened is closed again
+                await call(sessions.close, s.id)
+                raise
+        return info
 
     @mcp.tool(annotations=ACT)
     async def attach_sitl(
