@@ -3,7 +3,13 @@
 CPU (target <= 5% of a core) and the page's state lag measured on its SSE stream (the time
 an event arrives minus the time the state file says it was written; target <= 1.5 s).
 
-    .venv/bin/python bench/dashboard.py [--vehicles 40] [--seconds 60]
+Twice: without live logs (the state files only), then with every vehicle's live DataFlash log
+growing as a real ArduCopter's does (``logs/LASTLOG.TXT`` and ``logs/NNNNNNNN.BIN`` in its
+session's directory, appended every second with the next second of a real log,
+``../shared/logs/copter-hop.BIN`` by default: 73 KB/s, 1,800 messages/s; a new log when it
+ends, as a new flight would): the dashboard reads each to draw its small plots.
+
+    .venv/bin/python bench/dashboard.py [--vehicles 40] [--seconds 60] [--live-logs both|off|on]
 
 Runs in a scratch data dir on a pool of its own; the dashboard is a child process, served
 exactly as ``sitlpool dashboard`` serves it. One SSE client (this script) reads the stream.
@@ -34,6 +40,8 @@ from pathlib import Path
 from sitlpool.leases import LeasePool
 from sitlpool.procinfo import start_ticks
 data, first, n = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+source = Path(sys.argv[4]).read_bytes() if sys.argv[4] else b""
+per_s = int(len(source) / float(sys.argv[5])) if source else 0  # the source log's bytes per second of flight
 pool = LeasePool(data / "leases", list(range(first, first + n)), check=False)
 leases = [pool.acquire(f"bench agent {i}") for i in range(n)]
 me, ticks = os.getpid(), start_ticks(os.getpid()) or 0
@@ -42,10 +50,25 @@ for i in range(n):
     d = data / "sessions" / str(first + i)
     d.mkdir(parents=True, exist_ok=True)
     dirs.append(d)
+logs = []  # per vehicle: [log number, bytes of the source written]
+for i, d in enumerate(dirs if source else []):
+    (d / "logs").mkdir(exist_ok=True)
+    (d / "logs" / "LASTLOG.TXT").write_text("1\r\n")
+    done = min(len(source), per_s * (1 + i % 30))  # flights at different stages
+    (d / "logs" / "00000001.BIN").write_bytes(source[:done])
+    logs.append([1, done])
 print("ready", flush=True)
 k = 0
 while True:
     t0 = time.time()
+    for i, lg in enumerate(logs):  # one more second of each flight's log
+        num, done = lg
+        if done >= len(source):  # the flight ended: the next one writes a new log
+            num, done = num + 1, 0
+            (dirs[i] / "logs" / "LASTLOG.TXT").write_text(f"{num}\r\n")
+        with open(dirs[i] / "logs" / f"{num:08d}.BIN", "ab") as f:
+            f.write(source[done : done + per_s])
+        lg[:] = [num, done + per_s]
     for i, d in enumerate(dirs):
         a = (k + i) / 20
         doc = {"schema": 1, "instance": first + i, "sitl_pid": None, "writer_pid": me, "writer_start_ticks": ticks,
@@ -74,11 +97,29 @@ def cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
+LOG = Path(__file__).resolve().parents[1].parent / "shared" / "logs" / "copter-hop.BIN"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--vehicles", type=int, default=40)
     ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--live-logs", choices=("both", "off", "on"), default="both")
+    ap.add_argument("--log-source", type=Path, default=LOG, help="the real log the vehicles' live logs replay")
     a = ap.parse_args()
+    for live in {"both": (False, True), "off": (False,), "on": (True,)}[a.live_logs]:
+        run(a, live)
+
+
+def run(a, live: bool) -> None:
+    what = "with every vehicle's live log growing" if live else "state files only, no live log"
+    print(f"--- {what}", flush=True)
+    source, duration = "", "1"
+    if live:
+        from sitlpool.logs import summary
+
+        s = summary(a.log_source)
+        source, duration = str(a.log_source), str(max(1.0, (s["end"]["last_time"] or 0) - (s["start"] or 0)))
     tmp = Path(tempfile.mkdtemp(prefix="sitlpool-bench-dashboard-"))
     env = dict(
         os.environ,
@@ -88,7 +129,10 @@ def main() -> None:
     env.pop("SITLPOOL_LOCK_DIR", None)
     py = sys.executable
     writer = subprocess.Popen(
-        [py, "-c", WRITER, str(tmp), str(FIRST), str(a.vehicles)], env=env, stdout=subprocess.PIPE, text=True
+        [py, "-c", WRITER, str(tmp), str(FIRST), str(a.vehicles), source, duration],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     dash = None
     try:
@@ -103,7 +147,7 @@ def main() -> None:
         resp = conn.getresponse()
         lags: list[float] = []
         seen: dict[int, float] = {}
-        events = 0
+        events = plotted = 0
         warm = time.monotonic() + 5  # the first full status and the first log scan
         c0 = t0 = None
         end = None
@@ -120,6 +164,7 @@ def main() -> None:
                     continue
                 if c0 is None:
                     c0, t0, end = cpu_s(dash.pid), time.monotonic(), time.monotonic() + a.seconds
+                plotted = sum(1 for v in doc["vehicles"] if (v.get("log") or {}).get("last"))
                 for v in doc["vehicles"]:
                     if v.get("time") and seen.get(v["instance"]) != v["time"]:
                         seen[v["instance"]] = v["time"]
@@ -138,6 +183,8 @@ def main() -> None:
             "≤ 1.5 s",
         )
         report("state events received", f"{events} in {a.seconds:g} s")
+        if live:
+            report("live logs on the page (a name and points)", f"{plotted} of {a.vehicles}")
     finally:
         for p in (dash, writer):
             if p is not None:

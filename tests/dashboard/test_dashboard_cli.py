@@ -1,9 +1,11 @@
 """``sitlpool dashboard``: prints its URL and serves the page; another address prints the
-token line and a URL with the token; a weak SITLPOOL_DASHBOARD_TOKEN or a taken port is one
-line and exit 1, never a traceback."""
+token line and a URL with the token; a weak SITLPOOL_DASHBOARD_TOKEN, a taken port or a map
+tile URL that is not one (``--tiles`` or SITLPOOL_DASHBOARD_TILES) is one line and exit 1,
+never a traceback."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -39,7 +41,7 @@ def test_another_address_says_it_needs_the_token(procs, env):
     assert "not loopback" in lines[0] and "token" in lines[0] and "?token=" in url
 
 
-@pytest.mark.parametrize("case", ["weak token", "port taken"])
+@pytest.mark.parametrize("case", ["weak token", "port taken", "bad tiles", "bad tiles variable"])
 def test_refusals_are_one_line(procs, env, case):
     extra: dict[str, str] = {}
     args = ["--port", "0"]
@@ -47,6 +49,10 @@ def test_refusals_are_one_line(procs, env, case):
     if case == "weak token":
         extra = {"SITLPOOL_DASHBOARD_TOKEN": "short"}
         args += ["--host", "0.0.0.0"]
+    elif case == "bad tiles":
+        args += ["--tiles", "https://tile.example.org/{z}/{x}.png"]  # no {y}
+    elif case == "bad tiles variable":
+        extra = {"SITLPOOL_DASHBOARD_TILES": "javascript:alert(1)//{z}/{x}/{y}"}
     else:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -59,4 +65,29 @@ def test_refusals_are_one_line(procs, env, case):
         s.close()
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
-    assert ("at least 32" if case == "weak token" else "cannot listen") in r.stderr
+    want = {"weak token": "at least 32", "port taken": "cannot listen", "bad tiles": "lacks {y}"}
+    assert want.get(case, "is not an http(s) URL") in r.stderr
+
+
+@pytest.mark.parametrize(
+    "url, why",
+    [
+        ("https://tile.example.org/{z}/{x}/{y}.png", None),
+        ("http://127.0.0.1:8080/t/{z}/{x}/{y}", None),
+        ("https://tile.example.org/{z}/{x}/{y}.png'; script-src *", "is not a URL"),
+        ("https://user:pw@tile.example.org/{z}/{x}/{y}.png", "not an http(s) URL of a host"),
+        ("https://tile.example.org/{s}/{z}/{x}/{y}.png", "placeholder other than"),
+        ("file:///etc/{z}/{x}/{y}", "not an http(s) URL of a host"),
+        ("https://tile.example.org:port/{z}/{x}/{y}", "bad port"),
+    ],
+)
+def test_tile_urls_are_checked_before_anything_starts(url, why):
+    from sitlpool.dashboard import tile_url
+    from sitlpool.dashboard.serve import DashboardError
+
+    if why is None:
+        got, origin = tile_url(url)
+        assert got == url and url.startswith(origin) and origin.count("/") == 2
+    else:
+        with pytest.raises(DashboardError, match=re.escape(why)):
+            tile_url(url)

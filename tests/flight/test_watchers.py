@@ -193,6 +193,8 @@ def test_watchers_see_a_hop_live_cannot_change_it_and_the_agent_never_notices(se
     assert not w2.seen("STATUSTEXT", lambda m: "read-only" in m.text), "only the watcher that tried is told"
     assert w2_params["RTL_ALT"] == 1600 and len(w2_params) == agent_list["total"]
     assert fw.info()["refused"] > 0 and fw.info()["dropped"] == 0
+    # sent from the link's thread at the end of each read (no hop through the forwarder's thread)
+    assert fw._read_sends > 100 and fw.forwarded > 5 * fw._read_sends, (fw._read_sends, fw.forwarded)
 
 
 def test_a_watcher_reads_the_mission_while_the_agent_uploads_again_and_again(session, watchers):

@@ -1,4 +1,4 @@
-"""``sitlpool dashboard [--port N] [--host H] [--ray ADDRESS]``: the live web page of the pool.
+"""``sitlpool dashboard [--port N] [--host H] [--ray ADDRESS] [--tiles URL]``: the live web page of the pool.
 
 ``add_parser(subparsers)`` registers the command; the dashboard (Starlette, uvicorn) is
 imported by the handler only, never at the CLI's start-up.
@@ -32,6 +32,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     d.add_argument(
         "--ray", metavar="ADDRESS", type=fleet_cli.ray_address, help="also show the nodes of this Ray cluster"
     )
+    d.add_argument(
+        "--tiles",
+        metavar="URL",
+        help="draw map tiles from this URL under each track, e.g. https://tile.openstreetmap.org/{z}/{x}/{y}.png "
+        "(default: SITLPOOL_DASHBOARD_TILES; neither: the maps are drawn offline in local metres)",
+    )
     d.set_defaults(fn=cmd_dashboard)
     return d
 
@@ -39,5 +45,5 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def cmd_dashboard(a) -> int:
     from ..dashboard import serve  # starlette + uvicorn: only this command imports them
 
-    serve(host=a.host, port=a.port, ray=a.ray, say=say)
+    serve(host=a.host, port=a.port, ray=a.ray, say=say, tiles=a.tiles)
     return EXIT_OK

@@ -1,5 +1,5 @@
 """The dashboard's web application (Starlette): the page and its script from the package,
-the state as server-sent events, the flight picture and the kept logs' summaries.
+the state as server-sent events, the flight picture, the kept logs' summaries and pictures.
 
 Read-only: every route is a GET that reads files (``Model``); nothing flies, nothing is
 written but the response. On loopback a request must name a loopback host (a web page
@@ -30,6 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .keptlogs import Pictures
 from .model import Model
 
 STATIC = Path(__file__).parent / "static"
@@ -46,6 +47,14 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+
+
+def headers_for(tiles_origin: str | None) -> dict[str, str]:
+    """``HEADERS``, the map tiles' origin (``https://tile.example.org``) allowed as an image source."""
+    if not tiles_origin:
+        return HEADERS
+    csp = HEADERS["Content-Security-Policy"].replace("img-src 'self' data:", f"img-src 'self' data: {tiles_origin}")
+    return dict(HEADERS, **{"Content-Security-Policy": csp})
 
 
 class Hub:
@@ -147,10 +156,11 @@ def _clean(x: Any) -> Any:
 class Guard:
     """Host check on loopback, token check elsewhere; the security headers on every answer."""
 
-    def __init__(self, app: ASGIApp, token: str | None, loopback: bool) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, loopback: bool, headers: dict[str, str] = HEADERS) -> None:
         self.app = app
         self.token = token
         self.loopback = loopback
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -183,7 +193,7 @@ class Guard:
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
-                headers += [(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]
+                headers += self.headers
                 if set_cookie and self.token is not None:
                     headers.append(
                         (b"set-cookie", f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/".encode())
@@ -194,10 +204,18 @@ class Guard:
         await self.app(scope, receive, send_with_headers)
 
 
-def make_app(model: Model, token: str | None = None, loopback: bool = True, poll_s: float = POLL_S) -> Starlette:
-    """The ASGI application over ``model``; ``token``: required of every request (another address)."""
+def make_app(
+    model: Model,
+    token: str | None = None,
+    loopback: bool = True,
+    poll_s: float = POLL_S,
+    tiles_origin: str | None = None,
+) -> Starlette:
+    """The ASGI application over ``model``; ``token``: required of every request (another
+    address); ``tiles_origin``: where the map tiles of ``model.tiles`` come from (the page may load them)."""
     hub = Hub(model, poll_s)
     summaries: dict[str, Any] = {}
+    pictures = Pictures(model.data_dir)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")
@@ -242,6 +260,22 @@ def make_app(model: Model, token: str | None = None, loopback: bool = True, poll
             json.dumps(_clean(summaries[log_id]), default=str, allow_nan=False).encode(), media_type="application/json"
         )
 
+    async def log_picture(request: Request) -> Response:
+        log_id = request.path_params["log_id"]
+        if not LOG_ID.fullmatch(log_id):
+            return PlainTextResponse("not a log id\n", 404)
+
+        def draw() -> bytes | str:
+            try:
+                return pictures.get(log_id)
+            except Exception as e:  # a missing, corrupt or foreign log: one line instead of the picture
+                return f"{type(e).__name__}: {e}"[:300]
+
+        got = await asyncio.to_thread(draw)
+        if isinstance(got, str):
+            return PlainTextResponse(got + "\n", 404)
+        return Response(got, media_type="image/png")
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         hub.start()
@@ -257,9 +291,10 @@ def make_app(model: Model, token: str | None = None, loopback: bool = True, poll
             Route("/events", events),
             Route("/api/picture/{instance:int}.png", picture),
             Route("/api/logs/{log_id}", log_summary),
+            Route("/api/logs/{log_id}/picture.png", log_picture),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
-        middleware=[Middleware(Guard, token=token, loopback=loopback)],
+        middleware=[Middleware(Guard, token=token, loopback=loopback, headers=headers_for(tiles_origin))],
         lifespan=lifespan,
     )
     app.state.hub = hub

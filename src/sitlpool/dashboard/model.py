@@ -1,14 +1,16 @@
 """What the dashboard shows, read from files only: the pool's leases (lock files, via
-``sitlpool.status``), each managed SITL's ``state.json`` (``sitlpool.statefile``), the kept
-logs (``sitlpool.logs.LogStore``) and, with ``--ray``, the cluster's nodes. No serial port is
-taken and no MAVLink is sent: the dashboard is a reader.
+``sitlpool.status``), each managed SITL's ``state.json`` (``sitlpool.statefile``) and the log
+it is writing (``livelog``: its key fields for the small plots), the kept logs
+(``sitlpool.logs.LogStore``, with a one-line summary each: ``keptlogs``) and, with ``--ray``,
+the cluster's nodes. No serial port is taken and no MAVLink is sent: the dashboard is a reader.
 
 ``Model.poll()`` is called a few times a second. It is cheap when nothing changed: a state
 file is read again only when its inode, size or mtime changed (and once a second for its
-age); the pool's leases are read once a second; what costs a /proc scan (SITLs running
-without a lease) every ``full_period`` s. Fields the dashboard takes from a state file beyond
-what ``statefile`` checks (position, speeds, GPS, texts, ready to arm...) are checked here:
-a value of the wrong type is dropped, never shown as something else.
+age); the live logs once a second (their last few KB); the pool's leases once a second; what
+costs a /proc scan (SITLs running without a lease) every ``full_period`` s. Fields the
+dashboard takes from a state file beyond what ``statefile`` checks (position, speeds, GPS,
+texts, ready to arm...) are checked here: a value of the wrong type is dropped, never shown as
+something else.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ from .. import pidfiles, procinfo, statefile
 from ..config import load_settings
 from ..instances import out_of_range
 from ..leases import LeasePool, status_document
+from ..logs import LogStore
+from ..process.keeplogs import run_dir_of
 from ..status import pool_status
+from .keptlogs import Briefs
+from .livelog import PLOTS, LiveLog
 
 TRACK_POINTS = 900  # positions kept per vehicle (15 min at 1 Hz)
 ALT_POINTS = 300  # altitudes kept per vehicle for its small plot
@@ -191,6 +197,8 @@ class Model:
         logs_period: float = 10.0,
         fleet_status: Callable[[], dict] | None = None,
         fleet_period: float = 10.0,
+        livelog_period: float = 1.0,
+        tiles: str | None = None,
     ) -> None:
         self.settings = settings or load_settings()
         self.data_dir = Path(self.settings.data_dir)
@@ -208,6 +216,13 @@ class Model:
         self.logs_error: str | None = None
         self.fleet: dict | None = None
         self._stat: dict[int, tuple] = {}
+        self.livelog_period = livelog_period
+        self.livelogs: dict[int, Any] = {}  # instance -> LiveLog (its live DataFlash log, for the plots)
+        self.tiles = tiles  # a tile URL ({z}/{x}/{y}) the page's maps draw under the track, or None
+        self.briefs = Briefs(self.data_dir)
+        self._uids: dict[int, int] = {}  # instance -> the owner of its state file (the SITL's user)
+        self._next_livelogs = 0.0
+        self._logs_soon_until = 0.0
         self._next_full = self._next_leases = self._next_logs = self._next_fleet = 0.0
         self._next_ages = 0.0
         self._errors: list[str] = []
@@ -230,9 +245,16 @@ class Model:
         elif now >= self._next_leases:
             self._next_leases = now + 1.0
             changed = self._leases() or changed
+        if now >= self._next_livelogs:
+            self._next_livelogs = now + self.livelog_period
+            changed = self._guard("live logs", self._poll_livelogs, False) or changed
         if now >= self._next_logs:
-            self._next_logs = now + self.logs_period
+            # every second for a while once a vehicle left: its logs are kept as its SITL ends
+            self._next_logs = now + (1.0 if now < self._logs_soon_until else self.logs_period)
             changed = self._read_logs() or changed
+        elif self.briefs.fresh():
+            self.logs = self.briefs.merge(self.logs)  # a new list: the page gets the logs again
+            changed = True
         if self._fleet_got is not None:
             self.fleet, self._fleet_got = self._fleet_got[0], None
             changed = True
@@ -301,6 +323,7 @@ class Model:
         for gone in set(self.vehicles) - found:
             del self.vehicles[gone]
             changed = True
+            self._logs_soon()
         for gone in set(self.unreadable_states) - found:
             del self.unreadable_states[gone]
             changed = True
@@ -309,10 +332,13 @@ class Model:
             try:
                 st = os.lstat(path)
                 key: tuple = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)
+                self._uids[n] = st.st_uid
             except OSError:
                 key = ()
             if not key:
                 if n in self.vehicles or n in self.unreadable_states:
+                    if n in self.vehicles:
+                        self._logs_soon()
                     self.vehicles.pop(n, None)
                     self.unreadable_states.pop(n, None)
                     changed = True
@@ -336,15 +362,35 @@ class Model:
                 changed = True
         return changed
 
+    def _logs_soon(self) -> None:
+        """A vehicle left (its session closed): read the kept logs every second for 10 s."""
+        now = time.monotonic()
+        self._logs_soon_until = now + 10.0
+        self._next_logs = min(self._next_logs, now + 1.0)
+
     def _read_logs(self) -> bool:
         def read() -> list[dict]:
-            from ..logs import LogStore  # pymavlink behind it: only once the first poll needs it
-
-            return [r.as_dict() for r in LogStore(self.data_dir).list()][-200:]
+            return [r.as_dict() for r in LogStore(self.data_dir).list()[:200]]  # the newest
 
         got = self._guard("kept logs", read, self.logs)
+        self.briefs.want(got)
+        got = self.briefs.merge(got)
         changed = got != self.logs
         self.logs = got
+        return changed
+
+    def _poll_livelogs(self) -> bool:
+        """Each vehicle's live DataFlash log: what it gained since the last poll (``LiveLog``)."""
+        changed = False
+        for gone in set(self.livelogs) - set(self.vehicles):
+            del self.livelogs[gone]
+            changed = True
+        for n in self.vehicles:
+            run_dir = run_dir_of(self.data_dir, n, self._uids.get(n, os.geteuid()))
+            ll = self.livelogs.get(n)
+            if ll is None or ll.run_dir != run_dir:
+                ll = self.livelogs[n] = LiveLog(run_dir)
+            changed = ll.poll() or changed
         return changed
 
     # ---- what the page gets ------------------------------------------------------------
@@ -367,6 +413,8 @@ class Model:
                 v["home"] = list(tr.home)
             if tracks and tr is not None:
                 v["track"] = tr.as_dict()
+            ll = self.livelogs.get(n)
+            v["log"] = ll.as_dict(series=tracks) if ll is not None else None
             vehicles.append(v)
         return {
             "version": self.version,
@@ -389,6 +437,8 @@ class Model:
             "logs": self.logs,
             "fleet": self.fleet,
             "errors": self._errors,
+            "plots": [{"name": p, "unit": u, "series": list(names)} for p, u, names in PLOTS],
+            "tiles": self.tiles,
         }
 
     def picture(self, instance: int) -> bytes:

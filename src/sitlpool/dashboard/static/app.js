@@ -6,6 +6,10 @@ const SVGNS = "http://www.w3.org/2000/svg";
 const R = 6378137.0;
 const TRACK_MAX = 900, ALT_MAX = 300;
 const tracks = new Map(); // instance -> {points: [[lat, lon]], alts: [[t, alt]], last: time}
+const liveLogs = new Map(); // instance -> {name, points: [[t, value per series]]} of its live DataFlash log
+const LOG_POINTS = 300;
+let plots = []; // [{name, unit, series: ["CTUN.Alt", ...]}] as the server draws them
+let tiles = null; // a map tile URL with {z}/{x}/{y}, or null: the maps are drawn offline
 let logs = [];
 let lastDoc = null;
 let lastMessage = 0;
@@ -144,6 +148,35 @@ function trackOf(v) {
   return t;
 }
 
+// map tiles (Web Mercator, {z}/{x}/{y}) under a map of half-width ext metres around home
+function tileImages(home, ext, px) {
+  const lat0 = home[0] * Math.PI / 180, W = 200;
+  const mpp = 2 * ext / W; // metres per pixel of the map
+  const z = Math.max(0, Math.min(19, Math.floor(Math.log2(156543.034 * Math.cos(lat0) / mpp))));
+  const n = 2 ** z;
+  const tx = lon => (lon + 180) / 360 * n;
+  const ty = lat => (1 - Math.log(Math.tan(lat * Math.PI / 180) + 1 / Math.cos(lat * Math.PI / 180)) / Math.PI) / 2 * n;
+  const lon = x => x / n * 360 - 180;
+  const lat = y => Math.atan(Math.sinh(Math.PI * (1 - 2 * y / n))) * 180 / Math.PI;
+  const dLat = ext / (Math.PI / 180 * R), dLon = ext / (Math.PI / 180 * R * Math.cos(lat0));
+  const x0 = Math.floor(tx(home[1] - dLon)), x1 = Math.floor(tx(home[1] + dLon));
+  const y0 = Math.floor(ty(home[0] + dLat)), y1 = Math.floor(ty(home[0] - dLat));
+  const out = [];
+  if ((x1 - x0 + 1) * (y1 - y0 + 1) > 16) return out; // never more than a few tiles a map
+  const kn = Math.PI / 180 * R, ke = kn * Math.cos(lat0);
+  const ne = (la, lo) => [(la - home[0]) * kn, (lo - home[1]) * ke];
+  for (let x = x0; x <= x1; x++) {
+    for (let y = y0; y <= y1; y++) {
+      if (y < 0 || y >= n) continue;
+      const xx = ((x % n) + n) % n;
+      const [ax, ay] = px(ne(lat(y), lon(x))), [bx, by] = px(ne(lat(y + 1), lon(x + 1)));
+      const href = tiles.replace("{z}", z).replace("{x}", xx).replace("{y}", y);
+      out.push(svg("image", {class: "tile", href, x: ax, y: ay, width: (bx - ax).toFixed(1), height: (by - ay).toFixed(1), preserveAspectRatio: "none"}));
+    }
+  }
+  return out;
+}
+
 function drawMap(v, t) {
   const W = 200, H = 200, m = svg("svg", {class: "map", width: W, height: H, viewBox: `0 0 ${W} ${H}`});
   const home = v.home || t.points[0] || v.point;
@@ -161,13 +194,14 @@ function drawMap(v, t) {
   for (const [n, e] of all) ext = Math.max(ext, Math.abs(n), Math.abs(e));
   ext *= 1.15;
   const px = ([n, e]) => [(W / 2 + e / ext * (W / 2)).toFixed(1), (H / 2 - n / ext * (H / 2)).toFixed(1)];
+  if (tiles) m.append(...tileImages(home, ext, ([n, e]) => [W / 2 + e / ext * (W / 2), H / 2 - n / ext * (H / 2)]));
   const grid = Math.pow(10, Math.floor(Math.log10(ext)));
   for (let g = -Math.floor(ext / grid) * grid; g <= ext; g += grid) {
     const [x] = px([0, g]), [, y] = px([g, 0]);
     m.append(svg("line", {x1: x, y1: 0, x2: x, y2: H, stroke: "#e4e8f0"}), svg("line", {x1: 0, y1: y, x2: W, y2: y, stroke: "#e4e8f0"}));
   }
   const label = svg("text", {x: 4, y: H - 4, "font-size": 10, fill: "#666"});
-  label.textContent = "grid " + grid + " m, N up";
+  label.textContent = "grid " + grid + " m, N up" + (tiles ? ", tiles" : "");
   m.append(label);
   if (fence.length > 1) m.append(svg("polygon", {points: fence.map(px).map(p => p.join(",")).join(" "), fill: "none", stroke: "#c33", "stroke-dasharray": "4 3"}));
   if (wps.length) {
@@ -194,6 +228,66 @@ function drawAlt(t) {
   s.append(svg("polyline", {points: pts.map(p => p.join(",")).join(" "), fill: "none", stroke: "#1f77b4"}));
   label.textContent = "altitude, " + lo.toFixed(0) + "–" + hi.toFixed(0) + " m, last " + fmtAge(t1 - t0);
   return s;
+}
+
+// ---- the live log's small plots --------------------------------------------------------------
+
+function liveLogOf(v) {
+  const lg = v.log;
+  let l = liveLogs.get(v.instance);
+  if (!lg || !lg.name) { liveLogs.delete(v.instance); return lg ? {error: lg.error, points: []} : null; }
+  if (!l || l.name !== lg.name) { l = {name: lg.name, points: []}; liveLogs.set(v.instance, l); }
+  if (lg.series) l.points = lg.series.slice(-LOG_POINTS);
+  else if (lg.last && (!l.points.length || lg.last[0] > l.points[l.points.length - 1][0])) {
+    l.points.push(lg.last);
+    if (l.points.length > LOG_POINTS) l.points.splice(0, l.points.length - LOG_POINTS);
+  }
+  l.size = lg.size; l.error = lg.error;
+  return l;
+}
+
+const COLOURS = ["#1f77b4", "#d62728", "#2ca02c"];
+
+function drawPlot(p, l, names) {
+  const W = 200, H = 56, s = svg("svg", {class: "plot", width: W, height: H, viewBox: `0 0 ${W} ${H}`, "data-plot": p.name});
+  const cols = p.series.map(x => names.indexOf(x) + 1);
+  const pts = l.points;
+  const label = svg("text", {x: 3, y: 10, "font-size": 9.5, fill: "#555"});
+  s.append(label);
+  let lo = Infinity, hi = -Infinity;
+  for (const q of pts) for (const c of cols) { const y = q[c]; if (typeof y === "number") { lo = Math.min(lo, y); hi = Math.max(hi, y); } }
+  const last = pts.length ? pts[pts.length - 1] : null;
+  const now = p.series.map(x => x.startsWith("ATT.") ? x.slice(4).toLowerCase() : x).map((x, i) =>
+    (last && typeof last[cols[i]] === "number") ? x + " " + last[cols[i]].toFixed(Math.abs(last[cols[i]]) < 100 ? 1 : 0) : x + " –");
+  label.textContent = p.name + ": " + now.join(", ") + " " + p.unit;
+  if (pts.length < 2 || lo === Infinity) return s;
+  if (hi - lo < 1e-6) { hi += 0.5; lo -= 0.5; }
+  const t0 = pts[0][0], t1 = pts[pts.length - 1][0];
+  const X = t => ((t - t0) / Math.max(t1 - t0, 1e-3) * (W - 4) + 2).toFixed(1);
+  const Y = y => (H - 3 - (y - lo) / (hi - lo) * (H - 16)).toFixed(1);
+  cols.forEach((c, i) => {
+    const line = pts.filter(q => typeof q[c] === "number").map(q => X(q[0]) + "," + Y(q[c]));
+    if (line.length > 1) s.append(svg("polyline", {class: "series", "data-series": p.series[i], points: line.join(" "), fill: "none", stroke: COLOURS[i % 3]}));
+  });
+  const scale = svg("text", {class: "scale", x: W - 3, y: H - 3, "font-size": 8.5, fill: "#999", "text-anchor": "end"});
+  scale.textContent = lo.toFixed(1) + "…" + hi.toFixed(1) + " " + p.unit + ", " + fmtAge(t1 - t0);
+  s.append(scale);
+  return s;
+}
+
+function drawLivePlots(v) {
+  const l = liveLogOf(v);
+  const box = el("div", {class: "liveplots"});
+  if (!l) { box.append(el("div", {class: "muted nolog"}, "no live log yet (a SITL opens its log when it arms)")); return box; }
+  if (l.error && !l.name) { box.append(el("div", {class: "muted nolog"}, "live log: " + l.error)); return box; }
+  const names = plots.flatMap(p => p.series);
+  const last = l.points.length ? l.points[l.points.length - 1][0] : null;
+  box.append(el("div", {class: "logname"}, "live log " + l.name + ", " + ((l.size || 0) / 1e6).toFixed(2) + " MB" +
+    (last !== null ? ", log time " + last.toFixed(1) + " s" : "")));
+  const grid = el("div", {class: "plotgrid"});
+  for (const p of plots) grid.append(drawPlot(p, l, names));
+  box.append(grid);
+  return box;
 }
 
 function fact(dl, name, value, cls) {
@@ -228,6 +322,7 @@ function renderVehicles(doc) {
       ...(v.texts || []).slice().reverse().map(x => el("li", {}, x))));
     const right = el("div", {}, drawMap(v, t), drawAlt(t));
     card.append(el("div", {class: "cols"}, left, right));
+    card.append(drawLivePlots(v));
     card.append(detailsOf(v.instance));
     return card;
   });
@@ -262,7 +357,8 @@ function fillDetails(n, force) {
   }
   const mine = logs.filter(r => r.instance === n);
   d.el.querySelector("div.kept").replaceChildren(mine.length ? "kept logs:" : "no kept log of this instance",
-    el("ul", {}, ...mine.map(r => el("li", {}, logLink(r), " ", r.label || "", " ", r.start_iso || ""))));
+    el("ul", {}, ...mine.map(r => el("li", {}, logLink(r), " ", pictureLink(r), " ", r.label || "", " ",
+      el("span", {class: "brief"}, r.brief || "")))));
 }
 
 // ---- logs -----------------------------------------------------------------------------------
@@ -271,6 +367,11 @@ function logLink(r) {
   const a = el("a", {href: "#log-summary", class: "log-id"}, r.id);
   a.addEventListener("click", ev => { ev.preventDefault(); showSummary(r.id); });
   return a;
+}
+
+function pictureLink(r) {
+  if (r.kind && r.kind !== "bin") return "";
+  return el("a", {href: "/api/logs/" + encodeURIComponent(r.id) + "/picture.png", target: "_blank", rel: "noopener", class: "log-picture"}, "picture");
 }
 
 async function showSummary(id) {
@@ -286,18 +387,28 @@ async function showSummary(id) {
   }
 }
 
+function fmtTime(unix) {
+  if (typeof unix !== "number") return "";
+  const d = new Date(unix * 1000), p = x => String(x).padStart(2, "0");
+  return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+}
+
 function renderLogs() {
-  document.querySelector("#logs tbody").replaceChildren(...logs.slice().reverse().map(r => el("tr", {},
+  // newest first, as the store lists them
+  document.querySelector("#logs tbody").replaceChildren(...logs.map(r => el("tr", {"data-log": r.id, "data-instance": r.instance ?? ""},
     el("td", {}, logLink(r)), el("td", {}, r.instance ?? ""), el("td", {}, r.holder || ""), el("td", {}, r.label || ""),
-    el("td", {}, r.start_iso || ""), el("td", {}, ((r.size || 0) / 1e6).toFixed(1) + " MB"), el("td", {}, r.pinned ? "pinned" : ""),
-    el("td", {}, r.kind || ""))));
+    el("td", {}, fmtTime(r.start ?? r.end)), el("td", {}, ((r.size || 0) / 1e6).toFixed(1) + " MB"), el("td", {}, r.pinned ? "pinned" : ""),
+    el("td", {class: "brief"}, r.brief || (r.kind === "bin" ? "summarising…" : r.kind || "")), el("td", {}, pictureLink(r)))));
   document.getElementById("log-count").textContent = logs.length + " kept";
+  if (lastDoc) for (const n of details.keys()) if (details.get(n).el.open) fillDetails(n, false);
 }
 
 // ---- the stream -----------------------------------------------------------------------------
 
 function render(doc) {
   lastDoc = doc;
+  plots = doc.plots || plots;
+  tiles = (typeof doc.tiles === "string" && doc.tiles) ? doc.tiles : null;
   renderProblems(doc); renderPool(doc); renderFleet(doc); renderVehicles(doc);
 }
 
