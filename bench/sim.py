@@ -126,7 +126,10 @@ def main() -> None:
         s.close()
         stop([p])
 
-    counts = () if "--quick" in sys.argv else (40, 80, 120, 160)  # --quick: start and CPU only
+    counts: tuple[int, ...] = () if "--quick" in sys.argv else (40, 80, 120, 160)  # --quick: start and CPU only
+    for a in sys.argv[1:]:  # --counts=40: only these fleet sizes
+        if a.startswith("--counts="):
+            counts = tuple(int(x) for x in a.split("=", 1)[1].split(","))
     for count in counts:  # up to the first count that no longer keeps 1 Hz
         ps = [start(BASE + 10 + i, tmp / f"many{i}", "--defaults", str(wind)) for i in range(count)]  # in wind
         sel = selectors.DefaultSelector()

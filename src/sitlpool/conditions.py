@@ -34,8 +34,11 @@ CONDITIONS = (
     "mode_is",
     "failsafe",
 )
-#: what ArduPilot says when a failsafe acts (battery, radio, GCS, EKF, fence; "... Cleared" is not one)
-FAILSAFE_TEXTS = ("failsafe", "fence breached", "ekf variance", "crash: disarming")
+#: what ArduPilot says when a failsafe acts (battery, radio, GCS, EKF, fence; "... Cleared" is not one);
+#: ArduPlane's battery failsafe says only "Battery 1 is low" / "... is critical"
+FAILSAFE_TEXTS = ("failsafe", "fence breached", "ekf variance", "crash: disarming", "is low", "is critical")
+#: a ``value`` and the words each vehicle's texts use for it (ArduPlane: "RC Short Failsafe On", "Throttle failsafe on")
+FAILSAFE_WORDS = {"radio": ("radio", "rc ", "throttle failsafe"), "gcs": ("gcs",), "battery": ("battery",)}
 REACHED_RADIUS_M = 2.0  # ``reached`` without a value: within 2 m of the last goto target
 
 Predicate = Callable[[Any, float], bool]
@@ -91,13 +94,21 @@ def _failsafe(value) -> Predicate:
     Failsafe", "GCS Failsafe", "EKF Failsafe: changed to LAND Mode", "Circle fence breached", ...),
     not "... Failsafe Cleared"; ``value`` (e.g. "radio", "battery", "fence") narrows it."""
     want = str(value).lower() if value not in (None, "") else None
+    words = FAILSAFE_WORDS.get(want, (want,)) if want is not None else None
 
     def seen(v, t0) -> bool:
         for when, _, text in list(v.texts):
-            low = text.lower()
-            if when < t0 - 0.01 or "cleared" in low or not any(f in low for f in FAILSAFE_TEXTS):
+            low = text.lower().rstrip()
+            if (
+                when < t0 - 0.01
+                or "cleared" in low
+                or low.endswith(" off")
+                or not any(f in low for f in FAILSAFE_TEXTS)
+            ):
+                continue  # "... Cleared", ArduPlane's "Throttle failsafe off" / "GCS Failsafe Off": an end, not a failsafe
+            if ("is low" in low or "is critical" in low) and not low.startswith("battery"):
                 continue
-            if want is None or want in low:
+            if words is None or any(w in low for w in words):
                 return True
         return False
 

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.xdist_group("gcs_world_failsafes")
 NAMES = {v: k for k, v in MODES.items()}
 RC_RECEIVER, BATTERY, GEOFENCE, MAG, BARO = 0x10000, 0x2000000, 0x100000, 0x4, 0x8
 XY_CONTROL = 0x4000
-EKF_POS_HORIZ_ABS, EKF_GPS_GLITCH = 0x10, 0x8000
+EKF_POS_HORIZ_ABS, EKF_POS_VERT_ABS, EKF_GPS_GLITCH = 0x10, 0x20, 0x8000
 
 
 class Watch:
@@ -306,10 +306,9 @@ def s_gps_loss(v) -> dict:
 
 
 def s_fence_circle(v) -> dict:
-    """FENCE_TYPE 2, FENCE_RADIUS 60: a destination outside is ignored; flying out at 10 m/s: RTL.
-    (At 3 m/s ArduCopter's fence avoidance, AVOID_ENABLE, stops it 1 m inside: the built-in vehicle
-    has no avoidance, so the overshoot and the time to the breach are reported, not compared.)"""
-    w = hover(v, {"FENCE_ENABLE": 1, "FENCE_TYPE": 2, "FENCE_RADIUS": 60, "FENCE_ACTION": 1})
+    """FENCE_TYPE 2, FENCE_RADIUS 60: a destination outside is ignored; flying out at 10 m/s with
+    the fence avoidance off (AVOID_ENABLE 0; with it, test_gcs_world_fence.py): breach, RTL."""
+    w = hover(v, {"FENCE_ENABLE": 1, "FENCE_TYPE": 2, "FENCE_RADIUS": 60, "FENCE_ACTION": 1, "AVOID_ENABLE": 0})
     g = w.g
     try:
         lat, lon = w.home[0] + 120 / 111319.5, w.home[1]
@@ -338,8 +337,8 @@ def s_fence_circle(v) -> dict:
             "modes": [n for _, n in w.modes],
             "texts": w.said("Circle fence", "Manual recovery", "Fence breach"),
             "breach_distance_m": None if breach_dist is None else round(breach_dist, 1),
-            "_max_distance_m": round(w.max_dist, 1),
-            "_breach_s": w.first("Circle fence"),
+            "max_distance_m": round(w.max_dist, 1),
+            "breach_s": w.first("Circle fence"),
             "geofence_unhealthy": GEOFENCE in w.lost,
             "_cleared_after_breach_s": (
                 None
@@ -348,7 +347,7 @@ def s_fence_circle(v) -> dict:
             ),
         }
     finally:
-        finish(w, {"FENCE_ENABLE": 0, "FENCE_TYPE": 7, "FENCE_RADIUS": 150})
+        finish(w, {"FENCE_ENABLE": 0, "FENCE_TYPE": 7, "FENCE_RADIUS": 150, "AVOID_ENABLE": 3})
 
 
 def s_fence_alt(v) -> dict:
@@ -450,6 +449,9 @@ EXPECT = {
         "texts": ["Circle fence breached", "Manual recovery started", "Fence breach cleared"],
         "breach_distance_m": near(60, 1.5),
         "geofence_unhealthy": True,
+        # measured with AVOID_ENABLE 0 from a 15 m hover: breach at +8.5 s, 82.6 m at most
+        "breach_s": near(8.5, 1),
+        "max_distance_m": near(82.6, 6),
     },
     "fence_alt": {
         "takeoff": 0,

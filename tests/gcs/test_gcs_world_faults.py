@@ -7,9 +7,10 @@ binary (bench/measure_real_world/README.md), compared within TOLERANCES."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
-from test_gcs_world_failsafes import BARO, MAG, finish, hover
+from test_gcs_world_failsafes import BARO, EKF_POS_VERT_ABS, MAG, finish, hover
 
 from gcs_scenarios import (  # noqa: F401
     arducopter_vehicle,
@@ -114,11 +115,50 @@ def s_compass_baro(v) -> dict:
         finish(w, {"SIM_MAG1_FAIL": 0, "SIM_BARO_DISABLE": 0})
 
 
+def s_baro_both(v) -> dict:
+    """SIM_BARO_DISABLE=1 and SIM_BAR2_DISABLE=1 (no barometer left), hovering in GUIDED at 10 m:
+    BARO unhealthy, at ~10 s the EKF loses its vertical position and the copter climbs away at
+    5 m/s (no failsafe, no mode change). Ends with a forced disarm and a reboot (the EKF's height
+    after that is no state to fly on)."""
+    w = hover(v, alt=10)
+    vert_lost: list[float] = []
+    climb: list[float] = []
+
+    def track(w, m):
+        if m.get_type() == "EKF_STATUS_REPORT" and not m.flags & EKF_POS_VERT_ABS and not vert_lost:
+            vert_lost.append(w.rel())
+        if m.get_type() == "GLOBAL_POSITION_INT" and 15 <= w.rel():
+            climb.append(-m.vz / 100)
+
+    try:
+        w.trigger("SIM_BARO_DISABLE", 1)
+        w.hooks.append(track)  # after the clock's zero (before it, rel() counts from boot)
+        w.set("SIM_BAR2_DISABLE", 1)
+        w.run(18, until=lambda w: len(climb) >= 10)
+        return {
+            "modes": [n for _, n in w.modes],
+            "baro_unhealthy": BARO in w.lost,
+            "vert_lost_s": vert_lost[0] if vert_lost else None,
+            "climb_m_s": round(sum(climb) / len(climb), 1) if climb else None,
+        }
+    finally:
+        g = w.g
+        w.hooks.clear()
+        for k in ("SIM_BARO_DISABLE", "SIM_BAR2_DISABLE"):
+            g.param_set(k, 0)
+        g.cmd(400, 0, 21196)  # forced disarm: it falls
+        w.run(3)
+        g.cmd(246, 1)
+        time.sleep(0.5)
+        g.close()
+
+
 SCENARIOS = {
     "motor_half": s_motor_half,
     "motor_three_quarters": s_motor_three_quarters,
     "glitch": s_glitch,
     "compass_baro": s_compass_baro,
+    "baro_both": s_baro_both,  # last: it reboots the vehicle
 }
 EXPECT = {
     "motor_half": {
@@ -145,6 +185,8 @@ EXPECT = {
         "texts": ["EKF3 IMU0 switching to compass 1", "EKF3 IMU1 switching to compass 1"],
         "switch_s": near(10.0, 0.7),
     },
+    # measured: BARO health off at +0.1-0.7 s, POS_VERT_ABS off at +10.1-10.7 s, climbing at 5.0 m/s
+    "baro_both": {"modes": [], "baro_unhealthy": True, "vert_lost_s": near(10.4, 0.6), "climb_m_s": near(5.0, 0.5)},
 }
 TOLERANCES = {
     "hit_ground_s": 0.6,
@@ -157,6 +199,8 @@ TOLERANCES = {
     "reported_moved_m": 3,
     "true_moved_m": 1,
     "switch_s": 0.7,
+    "vert_lost_s": 0.6,
+    "climb_m_s": 0.5,
 }
 XFAIL: dict[str, str] = {}
 XFAIL_DIFF: dict[str, str] = {}

@@ -26,6 +26,8 @@ from gcs_scenarios import (  # noqa: F401
 )
 
 pytestmark = pytest.mark.xdist_group("gcs_world_wind")
+# sim-time records: both vehicles run faster than the default (results do not depend on it)
+SPEEDUP_OVERRIDE = {"builtin": 40, "arducopter": 20}
 
 
 def lean(w: Watch) -> tuple[float, float]:
@@ -66,10 +68,18 @@ def s_wind(v) -> dict:
                 brgs.append(angle(b, 90))
             if m.get_type() == "SIMSTATE" and p0:
                 errs.append(distance(*p0, *w.true_pos))
+                times.append(w.rel())
 
+        times: list[float] = []
         w.hooks.append(hold)
         w.run(25)
         w.hooks.remove(hold)
+        # the transient: the peak error and when half of it is gone
+        k = max(range(len(errs)), key=errs.__getitem__) if errs else 0
+        rec["hold_error_peak_m"] = round(errs[k], 2) if errs else None
+        rec["hold_error_peak_s"] = round(times[k], 1) if errs else None
+        half = next((t for t, e in zip(times[k:], errs[k:]) if e < errs[k] / 2), None) if errs else None
+        rec["hold_error_half_s"] = None if half is None else round(half, 1)
         rec["hold_tilt_deg"] = round(sum(tilts) / max(1, len(tilts)), 1)
         rec["hold_lean_rel_deg"] = round(sum(brgs) / max(1, len(brgs)))
         rec["hold_error_max_m"] = round(max(errs, default=-1), 1)
@@ -178,6 +188,10 @@ EXPECT = {
         "hold_lean_rel_deg": near(0, 4),
         "hold_error_max_m": lambda x: 0 <= x <= 0.6,
         "hold_error_end_m": lambda x: 0 <= x <= 0.2,
+        # a step from 0 to 10 m/s (4.1 m/s of air at 10 m): 0.39-0.40 m at +2.8-3.1 s, half gone at +5.1-5.3 s
+        "hold_error_peak_m": near(0.4, 0.12),
+        "hold_error_peak_s": near(3.0, 0.8),
+        "hold_error_half_s": near(5.2, 1.0),
         "wind_message_speed": 0,
         "alt_hold": 0,
         "drift_speed_m_s": near(4.0, 0.3),
@@ -200,6 +214,9 @@ TOLERANCES = {
     "hold_lean_rel_deg": 4,
     "hold_error_max_m": 0.5,
     "hold_error_end_m": 0.2,
+    "hold_error_peak_m": 0.12,
+    "hold_error_peak_s": 0.8,
+    "hold_error_half_s": 1.0,
     "drift_speed_m_s": 0.3,
     "drift_rel_downwind_deg": 4,
     "drift_alt_change_m": 0.5,

@@ -283,7 +283,9 @@ def test_fence_circle_and_altitude(tmp_path):
     """A destination outside the circle is ignored; flying out: RTL at FENCE_RADIUS with "Circle
     fence breached", "Manual recovery started"; cleared back inside by FENCE_MARGIN. NAV_TAKEOFF 40
     under FENCE_ALT_MAX 30: RTL at 30 m."""
-    v = Vehicle(tmp_path, FENCE_ENABLE=1, FENCE_TYPE=3, FENCE_RADIUS=60, FENCE_ALT_MAX=30, FENCE_ACTION=1)
+    v = Vehicle(
+        tmp_path, AVOID_ENABLE=0, FENCE_ENABLE=1, FENCE_TYPE=3, FENCE_RADIUS=60, FENCE_ALT_MAX=30, FENCE_ACTION=1
+    )
     v.takeoff(15)
     c = v.c
     assert not c.goto_local(c.north + 120, c.east, c.alt)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from .failsafes import Failsafes
+from .faults import BARO_LOST_CLIMB
 from .geo import declination
 from .rules import (
     BOOT_TEXTS,
@@ -31,7 +32,7 @@ from .rules import (
     mavlink,
 )
 from .state import MissionItem
-from .world import G, drag_tan, drift_tau, max_airspeed
+from .world import G, HoldError, drag_tan, drift_tau, max_airspeed
 
 DRIFTING = {"STABILIZE", "ACRO", "ALT_HOLD"}  # no position hold: the air carries the vehicle
 
@@ -83,9 +84,12 @@ class Copter(Failsafes):
         if fall is not None and (self.landed_since is None or self.motor_down):
             self._fall(dt, *fall)
             return
+        self._hold_error(dt, name)
         want: tuple[float, float, float] | None = None  # desired velocity n, e, d
         climbing = False
+        avoiding = False  # AC_Avoid's fence limits apply (GUIDED velocity control, pilot modes)
         if name in GUIDED_LIKE and self.velocity is not None and self.t < self.velocity_until:
+            avoiding = True
             wn, we, wd = self.velocity
             sp = math.hypot(wn, we)
             if sp > vh:
@@ -95,6 +99,9 @@ class Copter(Failsafes):
             want = self._toward(*self.target, vh, ah, vup, vdn, az)
             climbing = self.target[2] > self.alt + 0.3
         elif name in PILOTED:
+            avoiding = True
+            if name != "STABILIZE":  # the pilot's climb accelerates at PILOT_ACCEL_Z
+                az = max(az, self.p.get("PILOT_ACCEL_Z", 250) / 100)
             if self.throttle_until < self.t:
                 self.throttle = 1500 if name != "STABILIZE" and self.flying else self.throttle
             stick = (self.throttle - 1500) / 500
@@ -121,6 +128,10 @@ class Copter(Failsafes):
             want = (
                 self._toward(self.north, self.east, self.alt, vh, ah, vup, vdn, az) if self.flying else (0.0, 0.0, 0.0)
             )
+        if avoiding:
+            want = self.avoid(want, name)
+        if self.baro_lost and self.flying:  # no barometer left: it climbs away (faults.py)
+            want, az = (want[0], want[1], -BARO_LOST_CLIMB), max(az, BARO_LOST_CLIMB)
         if self.landed_since is not None and (self.t < self.lift_at or not (want[2] < 0 or name in PILOTED)):
             want = (0.0, 0.0, 0.0)  # spooling up, or on the ground with nothing to climb to
         wind = self.wind.active and self.landed_since is None
@@ -193,6 +204,16 @@ class Copter(Failsafes):
             self.landed_state = A.MAV_LANDED_STATE_LANDING
         else:
             self.landed_state = A.MAV_LANDED_STATE_IN_AIR
+
+    def _hold_error(self, dt: float, name: str) -> None:
+        """The transient error a change of wind causes while the position is held (``HoldError``),
+        carried in the reported positions (``hold_dn``, ``hold_de``)."""
+        if self.flying and (self.wind.active or not self.hold.idle):
+            self.hold.update(self.wind.sn, self.wind.se, dt)
+        elif not self.flying and not self.hold.idle:
+            self.hold = HoldError()
+        holding = self.flying and name not in DRIFTING and self.position_ok
+        self.hold_dn, self.hold_de = (self.hold.dn, self.hold.de) if holding else (0.0, 0.0)
 
     def _drift(self, dt: float) -> None:
         """Level, no position hold: the drag brings the ground velocity to the wind's."""

@@ -11,7 +11,12 @@ seconds after the parameter changed.
   Compass error" and EKF flag GPS_GLITCH at +1.2 s; the EKF resets its position to the GPS at
   +10 s (the vehicle does not move: its reported position jumps); "Glitch cleared" at +20 s.
 - ``SIM_MAG1_FAIL=1``: MAG unhealthy at +0.6 s, "EKF3 IMU0/1 switching to compass 1" at +10 s
-  (unless compass 2 failed too). ``SIM_BARO_DISABLE=1``: BARO unhealthy at +0.2 s.
+  (unless compass 2 failed too). ``SIM_BARO_DISABLE=1``: BARO unhealthy at +0.2 s. With the
+  second one off too (``SIM_BAR2_DISABLE=1``, or ``SIM_BARO_COUNT`` 1): at +10.1 s the EKF
+  loses its vertical position (EKF_STATUS_REPORT POS_VERT_ABS off) and the copter climbs away
+  at 5 m/s in GUIDED and LOITER (measured in GUIDED to 249 m in 60 s; no failsafe, no mode
+  change); "SmartRTL deactivated: bad position" at +25.2 s. Real SITL keeps the reported
+  relative altitude frozen meanwhile (the built-in vehicle reports the climb).
 - ``SIM_ENGINE_FAIL`` (motor bitmask) with ``SIM_ENGINE_MUL`` (its thrust multiplier): 0 flips
   and falls (ground at +1.7 s from 10 m), 0.5 spins at -46°/s and descends (~6.6 m/s, ground at
   +3.4 s from 10 m) with "Potential Thrust Loss (1)" at +2.8 s, 0.75 holds (a 12° tilt). On the
@@ -27,6 +32,8 @@ from .rules import ERR, A
 from .world import MOTOR_TIP, engine_failure, failure_effect
 
 M_PER_DEG = 111319.5
+BARO_LOST_S = 10.1  # both barometers off: the EKF loses its vertical position this long after
+BARO_LOST_CLIMB = 5.0  # m/s: ... and the copter climbs away (measured: 5.0 m/s, 249 m after 60 s)
 GLITCH_FLAG = A.EKF_GPS_GLITCHING
 LOST_AIDING = A.EKF_VELOCITY_HORIZ | A.EKF_CONST_POS_MODE
 
@@ -129,6 +136,17 @@ class Faults(Actions):
         baro = self.since("baro1", bool(g("SIM_BARO_DISABLE", 0)))
         if baro is not None and baro >= 0.2:
             lost |= A.MAV_SYS_STATUS_SENSOR_ABSOLUTE_PRESSURE
+        both = baro is not None and (bool(g("SIM_BAR2_DISABLE", 0)) or g("SIM_BARO_COUNT", 2) < 2)
+        none_left = self.since("baro_all", both)
+        self.baro_lost = none_left is not None and none_left >= BARO_LOST_S
+        if none_left is None:
+            self.frozen_rel_alt = None
+        elif self.frozen_rel_alt is None:
+            self.frozen_rel_alt = self.rel_alt  # what real SITL keeps reporting (telemetry.py)
+        if none_left is not None and none_left >= 25.2 and self.once("said_baro_pos"):
+            self.text(A.MAV_SEVERITY_WARNING, "SmartRTL deactivated: bad position")
+        elif none_left is None:
+            self.forget("said_baro_pos")
         return lost
 
     def _motor(self) -> None:

@@ -45,7 +45,8 @@ class Sensors(VehicleState):
     def ekf_flags(self) -> int:
         e = self.events
         if self.reached(7):
-            return (0x33F if self.ekf_pos_ok else 0x25) | self.ekf_extra
+            flags = (0x33F if self.ekf_pos_ok else 0x25) | self.ekf_extra
+            return flags & ~A.EKF_POS_VERT_ABS if self.baro_lost else flags
         if self.t >= e[2][0] + 0.25:
             return 0xA7
         if self.t >= e[1][0]:

@@ -12,7 +12,7 @@ from .geo import to_latlon, to_local
 from .observers import VehicleObserver
 from .params import Params
 from .rules import AMSL_FRAMES, EVENTS, MODES, T_EKF_GPS, TERRAIN_FRAMES, A, mavlink
-from .world import Wind
+from .world import HoldError, Wind
 
 
 @dataclass
@@ -116,6 +116,8 @@ class VehicleState:
         self.held_texts: list[tuple[int, str]] | None = None  # texts held back while a command is handled
         # the world (world.py, faults.py, failsafes.py): wind, attitude, faults, failsafes
         self.wind = Wind()
+        self.hold = HoldError()  # a wind change's transient position error while holding (copter.py)
+        self.hold_dn = self.hold_de = 0.0  # metres it adds to the reported positions now
         self.roll = self.pitch = 0.0  # degrees, as ATTITUDE reports them
         self.yaw_rate = 0.0  # deg/s
         self.fault_tilt = (0.0, 0.0)  # roll, pitch degrees a failed motor adds
@@ -126,6 +128,8 @@ class VehicleState:
         self.gps_fix = 6  # GPS_RAW_INT fix type once the GPS is detected
         self.est_dn = self.est_de = 0.0  # the EKF's position minus the true one (a GPS glitch reset)
         self.gps_dn = self.gps_de = 0.0  # the GPS's position minus the true one (a GPS glitch)
+        self.baro_lost = False  # both barometers off long enough: no vertical position (faults.py)
+        self.frozen_rel_alt: float | None = None  # the relative altitude real SITL reports while no baro is left
         self.motor_down = False  # on the ground with a failed motor: armed, no auto-disarm
         self.fs: dict[str, float] = {}  # failsafe and fault timers (sim s), see failsafes.py
         self.fence_items: Callable[[], list[MissionItem]] = lambda: []  # the uploaded fence (server.py)
@@ -152,15 +156,17 @@ class VehicleState:
 
     def latlon(self, home: bool = False) -> tuple[float, float]:
         """Where the vehicle (or its home) is, in degrees."""
-        return self._geo(self.home_n, self.home_e) if home else self._geo(self.north, self.east)
+        if home:
+            return self._geo(self.home_n, self.home_e)
+        return self._geo(self.north + self.hold_dn, self.east + self.hold_de)
 
     def est_latlon(self) -> tuple[float, float]:
         """Where the EKF says it is (the true position unless a GPS glitch moved the estimate)."""
-        return self._geo(self.north + self.est_dn, self.east + self.est_de)
+        return self._geo(self.north + self.hold_dn + self.est_dn, self.east + self.hold_de + self.est_de)
 
     def gps_latlon(self) -> tuple[float, float]:
         """Where the GPS says it is (a glitch offsets it)."""
-        return self._geo(self.north + self.gps_dn, self.east + self.gps_de)
+        return self._geo(self.north + self.hold_dn + self.gps_dn, self.east + self.hold_de + self.gps_de)
 
     def error(self, subsystem: int, code: int) -> None:
         """An ERR log event (AP_Logger's LogErrorSubsystem, LogErrorCode) for the observers."""

@@ -123,12 +123,13 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
             0, 0, bearing, bearing, min(65535, int(dist)), tgt[2] - c.alt if c.flying else 0.0, 0, 0
         )
     if name == "GLOBAL_POSITION_INT":
+        rel = c.rel_alt if c.frozen_rel_alt is None else c.frozen_rel_alt  # no baro left: real SITL's stays put
         return A.MAVLink_global_position_int_message(
             ms,
             lat7,
             lon7,
-            int(amsl * 1000),
-            int(c.rel_alt * 1000),
+            int((amsl + rel - c.rel_alt) * 1000),
+            int(rel * 1000),
             int(c.vn * 100),
             int(c.ve * 100),
             int(c.vd * 100),
@@ -137,7 +138,9 @@ def build(c: Copter, name: str):  # noqa: C901 - one branch per message, as a ta
     if name == "LOCAL_POSITION_NED":
         if not c.position_ok:
             return None  # ArduCopter has no local position before the EKF uses GPS
-        return A.MAVLink_local_position_ned_message(ms, c.north + c.est_dn, c.east + c.est_de, -c.alt, c.vn, c.ve, c.vd)
+        return A.MAVLink_local_position_ned_message(
+            ms, c.north + c.hold_dn + c.est_dn, c.east + c.hold_de + c.est_de, -c.alt, c.vn, c.ve, c.vd
+        )
     if name == "SERVO_OUTPUT_RAW":
         pwm = 1000 if not c.armed else (1100 if not c.flying else 1500)
         return A.MAVLink_servo_output_raw_message(

@@ -111,7 +111,7 @@ REACTS_WITH = {
     "gcs_loss": "FS_GCS_ENABLE",
 }
 
-#: ArduPlane's names for the parameters of its reaction (its reactions are not measured here)
+#: ArduPlane's names for the parameters of its reaction
 PLANE_FAILSAFE = {
     "gps_loss": ("FS_EKF_THRESH",),
     "battery_low": ("BATT_LOW_VOLT", "BATT_LOW_TIMER", "BATT_FS_LOW_ACT"),
@@ -119,6 +119,17 @@ PLANE_FAILSAFE = {
     "motor": ("CRASH_DETECT",),
     "rc_loss": ("THR_FAILSAFE", "THR_FS_VALUE", "FS_SHORT_ACTN", "FS_LONG_ACTN", "FS_SHORT_TIMEOUT", "FS_LONG_TIMEOUT"),
     "gcs_loss": ("FS_GCS_ENABL", "FS_LONG_ACTN", "FS_LONG_TIMEOUT"),
+}
+#: ArduPlane's reaction, as measured (tests/gcs/test_gcs_world_plane.py, LOITER at 50 m); the other
+#: kinds have their SIM_* parameters on Plane but no failsafe of their own measured
+PLANE_REACTION = {
+    "rc_loss": "'Throttle failsafe on', 'RC Short Failsafe On' (FS_SHORT_TIMEOUT 1.5 s), 'RC Long Failsafe On: RTL' "
+    "(FS_LONG_TIMEOUT 5 s; FS_LONG_ACTN 0 = RTL); cleared: 'Throttle failsafe off', 'RC Long Failsafe Cleared'",
+    "gcs_loss": "with FS_GCS_ENABL 1 (default 0): 'GCS Failsafe On: RTL' FS_LONG_TIMEOUT after the last heartbeat; "
+    "'GCS Failsafe Off' when they resume",
+    "battery_low": "after BATT_LOW_TIMER (10 s): 'Battery 1 is low', the BATT_FS_LOW_ACT mode (1 = RTL) without a "
+    "'Battery Failsafe' text",
+    "battery_critical": "after BATT_LOW_TIMER: 'Battery 1 is critical', the BATT_FS_CRT_ACT mode (not measured)",
 }
 PLANE_REACTS_WITH = {
     "battery_low": "BATT_FS_LOW_ACT",
@@ -204,20 +215,23 @@ def _supported(link, k: Kind) -> bool:
 
 
 def list_failures(x: Any) -> dict:
-    """Every kind: what it does, whether this vehicle has its parameters, ArduCopter's reaction,
-    and what is injected now."""
+    """Every kind: what it does, whether this vehicle has its parameters, ArduCopter's reaction
+    (and ArduPlane's on a plane), and what is injected now."""
     link = link_of(x)
     w = world_of(link)
-    kinds = [
-        {
+    plane = vehicle_kind(link.vehicle.vehicle_type) == "plane"
+    kinds = []
+    for k in KINDS.values():
+        row = {
             "kind": k.name,
             "what": k.what,
             "options": list(k.options),
             "supported": _supported(link, k),
             "arducopter_4_7": k.arducopter,
         }
-        for k in KINDS.values()
-    ]
+        if plane:
+            row["arduplane"] = PLANE_REACTION.get(k.name, "no failsafe of its own (the SIM_* fault only)")
+        kinds.append(row)
     return {"kinds": kinds, "injected": {k: dict(v) for k, v in w.failures.items()}, "sim_time_s": w.sim_time_s}
 
 
@@ -228,7 +242,7 @@ def _failsafe_report(link, k: Kind) -> dict:
     params = {p: v for p in names if w.has_param(p) and (v := _read(link, p)) is not None}
     out: dict[str, Any] = {"params": params, "arducopter_4_7": k.arducopter}
     if plane:
-        out["arduplane"] = "ArduPlane's reaction is not measured here: see its FS_* and BATT_FS_* parameters"
+        out["arduplane"] = PLANE_REACTION.get(k.name, "no failsafe of its own (the SIM_* fault only)")
     gate = (PLANE_REACTS_WITH if plane else REACTS_WITH).get(k.name)
     if gate is not None and params.get(gate) == 0:
         out["warning"] = f"{gate} is 0: the vehicle will not react; set_param {gate} (e.g. 1) to arm this failsafe"

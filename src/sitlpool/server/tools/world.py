@@ -35,6 +35,11 @@ def writable_link(sessions: Sessions, session_id: str, what: str, force: bool = 
     """The live link of a session that may change its vehicle: not a read-only attachment, and
     not a vehicle on an instance another holder leases unless ``force``."""
     link = live_link(sessions, session_id)
+    if link.read_only:
+        raise SessionError(
+            f"{what} refused: session {session_id} is attached read-only; attach_sitl with control=True "
+            "(and force=True if another holder leases the instance) to change its vehicle"
+        )
     link.require_writable(what)
     s = sessions.get(session_id)
     n = getattr(s.handle, "instance", None)
@@ -116,16 +121,17 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
         turbulence: float = 0,
         seed: int | None = None,
         profile: str | None = None,
+        force: bool = False,
     ) -> dict:
         """Wind through SIM_WIND_*: speed_m_s (0-60) FROM direction_deg (0 = from the north, as SIM_WIND_DIR),
         turbulence (SIM_WIND_TURB m/s), seed (applied where the vehicle takes one). profile: ardupilot (SIM_WIND_T 0:
         sqrt(alt/60 m) of the speed below 60 m, ArduPilot's default), uniform (1), linear (2); omitted: unchanged.
-        Says the wind felt at the vehicle's altitude and the sim time."""
+        Says the wind felt at the vehicle's altitude and the sim time. Refused on a read-only attachment and on a
+        vehicle another holder leases (force=True overrides)."""
 
         def run():
-            return world.set_wind(
-                writable_link(sessions, session_id, "set_wind"), speed_m_s, direction_deg, turbulence, seed, profile
-            )
+            link = writable_link(sessions, session_id, "set_wind", force)
+            return world.set_wind(link, speed_m_s, direction_deg, turbulence, seed, profile)
 
         return await call(run)
 
@@ -187,12 +193,13 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
         return await call(run)
 
     @mcp.tool(annotations=IDEM)
-    async def set_speedup(session_id: str, speedup: float) -> dict:
+    async def set_speedup(session_id: str, speedup: float, force: bool = False) -> dict:
         """Sim seconds per wall second from now on (SIM_SPEEDUP, live; above 0, at most 1000). A paced session
-        (open_sitl pace=True) runs at this speedup during tool calls."""
+        (open_sitl pace=True) runs at this speedup during tool calls. Refused on a read-only attachment and on a
+        vehicle another holder leases (force=True overrides)."""
 
         def run():
-            link = writable_link(sessions, session_id, "set_speedup")
+            link = writable_link(sessions, session_id, "set_speedup", force)
             out = world.set_speedup(link, speedup)
             pacer = pacer_for(sessions)
             if pacer.paced_speedup(link) is not None:
