@@ -25,6 +25,7 @@ from typing import Any
 
 import ray
 
+from .. import world
 from ..config import ValidatedSettings, load_settings, settings_values
 from ..errors import LeaseError, OwnerError, SitlpoolError
 from ..flight import Flight
@@ -42,6 +43,17 @@ log = logging.getLogger("sitlpool.fleet.node")
 # ``open`` and the flight calls block at most 55 s (sessions.MAX_BLOCK_S); a thread pool
 # lets snapshot answer while another caller waits in wait_until
 ACTOR_CONCURRENCY = 8
+#: the ``sitlpool.world`` functions a driver runs on this node's link (``RemoteLink.world_call``)
+WORLD_CALLS = (
+    "set_wind",
+    "wind_history",
+    "record_open_wind",
+    "list_failures",
+    "inject_failure",
+    "clear_failure",
+    "set_speedup",
+    "sim_time_s",
+)
 LOST_AFTER_S = 10.0  # the head's GCS unreachable this long: the cluster is lost, stop the SITL
 WATCH_POLL_S = 0.5
 
@@ -334,6 +346,23 @@ class SitlActor:
 
     def vehicle(self):
         return self._link().vehicle
+
+    # ---- its world: wind, failures, sim time (``sitlpool.world`` on the link held here) --
+
+    def world(self, name: str, args: tuple, kw: dict):
+        """``sitlpool.world.<name>(link, *args, **kw)`` on this node's link (its listeners, the
+        wind history and the failures injected live here); plain data back. ``set_speedup`` on
+        a paced vehicle also sets the speedup it runs at during calls (``pace_speedup``)."""
+        if name not in WORLD_CALLS:
+            raise SitlpoolError(
+                f"{name!r} is not a world function a remote SITL runs; use one of {', '.join(WORLD_CALLS)}"
+            )
+        link = self._link()
+        out = getattr(world, name)(link, *args, **kw)
+        if name == "set_speedup" and self.pacer is not None and self.pacer.paced_speedup(link) is not None:
+            self.pace_speedup(out["speedup"])
+            out["paced_between_calls"] = self.pacer.paced
+        return out
 
     def _link(self):
         s = self._live()

@@ -388,6 +388,11 @@ class RemoteLink:
     def close(self) -> None:  # the link belongs to the actor; closing the handle closes it
         pass
 
+    def world_call(self, name: str, *args, **kw):
+        """``sitlpool.world.<name>`` on the node, with the link the actor holds (``world.elsewhere``:
+        every ``sitlpool.world`` function given this link, its handle or its session runs there)."""
+        return self._sitl._call("world", name, args, kw)
+
     def __getattr__(self, name: str):
         """Any other public VehicleLink method runs on the node (e.g. require_writable)."""
         if name.startswith("_"):

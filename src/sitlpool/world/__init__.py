@@ -4,6 +4,8 @@ own ``SIM_*`` parameters (the interface real ArduPilot SITL and the built-in veh
 Every function takes the vehicle's ``VehicleLink`` or anything with a ``.link`` (a ``Flight``,
 the pytest plugin's ``sitl.flight``, a session): ``set_wind``, ``wind_history``,
 ``inject_failure``, ``clear_failure``, ``list_failures``, ``set_speedup``, ``sim_time_s``.
+Given a link another process holds (a fleet's ``RemoteSitl`` on a Ray node: ``elsewhere``),
+each runs there, on the node's link, and answers the same.
 Everything is checked before anything is sent; a parameter set refused half-way is undone,
 so a call applies all of its parameters or none. ``Pacer`` slows paced vehicles while no
 call runs (the MCP server's ``open_sitl(pace=True)``).
@@ -15,7 +17,7 @@ the reaction next to each failure.
 
 from __future__ import annotations
 
-from .core import WIND_PARAMS, World, apply_params, link_of, sim_time_s, world_of
+from .core import WIND_PARAMS, World, apply_params, elsewhere, link_of, sim_time_s, world_of
 from .failures import KINDS, REACTS_WITH, Kind, check_kind, clear_failure, failure_params, inject_failure, list_failures
 from .pacing import MAX_SPEEDUP, PACE_SPEEDUP, Pacer, check_speedup, set_speedup
 from .wind import (
@@ -49,6 +51,7 @@ __all__ = [
     "check_kind",
     "check_speedup",
     "clear_failure",
+    "elsewhere",
     "failure_params",
     "felt_wind",
     "inject_failure",

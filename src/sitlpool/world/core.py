@@ -7,6 +7,7 @@ import math
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,12 +17,26 @@ WIND_PARAMS = ("SIM_WIND_SPD", "SIM_WIND_DIR", "SIM_WIND_TURB", "SIM_WIND_T", "S
 
 
 def link_of(x: Any):
-    """The ``VehicleLink`` of a link, a ``Flight``, a session or the pytest plugin's ``Sitl``."""
+    """The ``VehicleLink`` of a link, a ``Flight``, a session or the pytest plugin's ``Sitl``
+    (or a Ray node's ``RemoteLink``, of a fleet's handle, its session or its ``Sitl``)."""
     for _ in range(3):
+        if elsewhere(x) is not None:
+            return x
+        inner = getattr(x, "link", None)
+        if elsewhere(inner) is not None:  # before set_param: a fleet's handle has one of its own
+            return inner
         if hasattr(x, "set_param") and hasattr(x, "vehicle"):
             return x
-        x = getattr(x, "link", None)
+        x = inner
     raise SitlpoolError("needs a vehicle link (a VehicleLink, a Flight or a session with a link)")
+
+
+def elsewhere(link: Any) -> Callable[..., Any] | None:
+    """How to reach the world of a vehicle that another process holds the link of (a Ray
+    node's, through the fleet's ``RemoteLink``): its ``world_call(name, *args, **kw)`` runs
+    ``sitlpool.world.<name>`` there on the real link. None for a link of this process.
+    Looked up on the class: a forwarding ``__getattr__`` answers every name."""
+    return link.world_call if callable(getattr(type(link), "world_call", None)) else None
 
 
 # ---- what one link knows of its world: sim time, wind, failures ----------------------------
@@ -77,6 +92,11 @@ _worlds_lock = threading.Lock()
 def world_of(x: Any) -> World:
     """The ``World`` of a link, attached as its listener on first use (sessions attach it on open)."""
     link = link_of(x)
+    if elsewhere(link) is not None:
+        raise SitlpoolError(
+            "this vehicle's link is held by another process (a Ray node's SITL): its world is kept there; "
+            "call sitlpool.world's functions (set_wind, wind_history, inject_failure, ...) with it: they run there"
+        )
     with _worlds_lock:
         w = _worlds.get(link)
         new = w is None
@@ -90,6 +110,9 @@ def world_of(x: Any) -> World:
 
 def sim_time_s(x: Any) -> float | None:
     """The vehicle's time since boot (its time_boot_ms), in seconds; None before it said one."""
+    far = elsewhere(link_of(x))
+    if far is not None:
+        return far("sim_time_s")
     return world_of(x).sim_time_s
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import SitlpoolError
 from ..flight import check_finite, vehicle_kind
-from .core import _read, apply_params, link_of, world_of
+from .core import _read, apply_params, elsewhere, link_of, world_of
 
 M_PER_DEG = 111319.49
 
@@ -218,6 +218,9 @@ def list_failures(x: Any) -> dict:
     """Every kind: what it does, whether this vehicle has its parameters, ArduCopter's reaction
     (and ArduPlane's on a plane), and what is injected now."""
     link = link_of(x)
+    far = elsewhere(link)
+    if far is not None:
+        return far("list_failures")
     w = world_of(link)
     plane = vehicle_kind(link.vehicle.vehicle_type) == "plane"
     kinds = []
@@ -254,6 +257,9 @@ def inject_failure(x: Any, kind: str, **opts: Any) -> dict:
     link = link_of(x)
     k = check_kind(kind)
     opts = {n: v for n, v in opts.items() if v is not None}
+    far = elsewhere(link)
+    if far is not None:  # the kind checked here; its options, the vehicle's parameters and the set there
+        return far("inject_failure", kind, **opts)
     link.require_writable(f"inject_failure {kind}")
     w = world_of(link)
     with w.lock:
@@ -281,6 +287,9 @@ def clear_failure(x: Any, kind: str) -> dict:
     (or to another failure still injected that sets it)."""
     link = link_of(x)
     check_kind(kind)
+    far = elsewhere(link)
+    if far is not None:
+        return far("clear_failure", kind)
     w = world_of(link)
     with w.lock:
         if kind not in w.failures:

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import MavlinkError, SitlpoolError
 from ..flight import check_finite
 from ..mavlink.link import A
-from .core import apply_params, link_of, sim_time_s
+from .core import apply_params, elsewhere, link_of, sim_time_s
 
 MAX_SPEEDUP = 1000.0
 PACE_SPEEDUP = 0.05  # a paced vehicle between calls: 1 s of flight per 20 s of thinking
@@ -31,6 +31,9 @@ def set_speedup(x: Any, speedup: float) -> dict:
     """SIM_SPEEDUP, live: sim seconds per wall second from now on (takes effect within 0.5 s)."""
     s = check_speedup(speedup)
     link = link_of(x)
+    far = elsewhere(link)
+    if far is not None:  # there, a paced vehicle also runs at it during calls from now on
+        return far("set_speedup", s)
     before = apply_params(link, {"SIM_SPEEDUP": s}, "set_speedup")
     return {"speedup": s, "was": before["SIM_SPEEDUP"], "sim_time_s": sim_time_s(link)}
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import SitlpoolError
 from ..flight import check_finite
-from .core import WIND_PARAMS, World, _read, apply_params, link_of, world_of
+from .core import WIND_PARAMS, World, _read, apply_params, elsewhere, link_of, world_of
 
 MAX_WIND_M_S = 60.0  # a copter holds ~10 m/s of air; beyond 60 m/s no vehicle of SITL flies
 MAX_TURBULENCE_M_S = 30.0
@@ -45,6 +45,9 @@ def set_wind(
     if seed is not None:
         seed = _seed(seed)
     link = link_of(x)
+    far = elsewhere(link)
+    if far is not None:  # checked here, set where the vehicle's link is
+        return far("set_wind", speed_m_s, direction_deg, turbulence, seed, profile)
     w = world_of(link)
     with w.lock:
         seeded = False
@@ -145,12 +148,19 @@ def wind_answer(link, w: World | None = None) -> dict:
 def wind_history(x: Any) -> dict:
     """Every wind change seen on this link (by set_wind, open_sitl or any PARAM_SET), with its sim time."""
     link = link_of(x)
+    far = elsewhere(link)
+    if far is not None:
+        return far("wind_history")
     w = world_of(link)
     return {"changes": [dict(e) for e in w.history], "now": wind_answer(link, w)}
 
 
 def record_open_wind(x: Any, values: dict[str, float]) -> None:
     """A wind given at launch (``open_sitl(wind=...)``) as the first entry of the history."""
+    far = elsewhere(link_of(x))
+    if far is not None:
+        far("record_open_wind", values)
+        return
     w = world_of(x)
     w.wind.update({k: v for k, v in values.items() if k in WIND_PARAMS})
     w.record("open_sitl", dict(values))

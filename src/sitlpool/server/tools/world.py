@@ -31,10 +31,24 @@ def pacer_for(sessions: Sessions) -> world.Pacer:
     return p
 
 
+def world_link(sessions: Sessions, session_id: str):
+    """The live link of a session, for the world's functions. A Ray node's vehicle
+    (``serve --ray``) answers them on its node (``world.elsewhere``): its link gets no flight
+    recorder here, whose listener would have to run there."""
+    s = sessions.get(session_id)
+    if s.link is not None and world.elsewhere(s.link) is not None:
+        if s.handle.dead:
+            raise SessionError(f"session {session_id} is {s.state}; open a new one")
+        return s.link
+    return live_link(sessions, session_id)
+
+
 def writable_link(sessions: Sessions, session_id: str, what: str, force: bool = False):
     """The live link of a session that may change its vehicle: not a read-only attachment, and
     not a vehicle on an instance another holder leases unless ``force``."""
-    link = live_link(sessions, session_id)
+    link = world_link(sessions, session_id)
+    if world.elsewhere(link) is not None:  # a Ray node's managed vehicle: this server's own
+        return link
     if link.read_only:
         raise SessionError(
             f"{what} refused: session {session_id} is attached read-only; attach_sitl with control=True "
@@ -74,6 +88,8 @@ def after_open(sessions: Sessions, info: dict, wind: dict | None, pace: bool, sp
             sessions.close(info["session_id"])
             raise SessionError("pace=True needs a vehicle of this machine; on a Ray cluster use set_speedup")
         if wind is not None:
+            if s.link is not None and world.elsewhere(s.link) is not None:
+                world.record_open_wind(s.link, wind)  # the first entry of its wind history, on its node
             info["wind"] = wind
         return info
     if s.link is not None:
@@ -138,13 +154,13 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
     @mcp.tool(annotations=RO)
     async def wind_history(session_id: str) -> dict:
         """Every wind change on this session (set_wind, open_sitl's wind, any PARAM_SET of SIM_WIND_*), with sim time."""
-        return await call(lambda: world.wind_history(live_link(sessions, session_id)))
+        return await call(lambda: world.wind_history(world_link(sessions, session_id)))
 
     @mcp.tool(annotations=RO)
     async def list_failures(session_id: str) -> dict:
         """The failure kinds, their options, whether this vehicle has their SIM_* parameters, ArduCopter 4.7's
         measured reaction, and what is injected now."""
-        return await call(lambda: world.list_failures(live_link(sessions, session_id)))
+        return await call(lambda: world.list_failures(world_link(sessions, session_id)))
 
     @mcp.tool(annotations=IDEM)
     async def inject_failure(
@@ -200,9 +216,9 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
 
         def run():
             link = writable_link(sessions, session_id, "set_speedup", force)
-            out = world.set_speedup(link, speedup)
+            out = world.set_speedup(link, speedup)  # a Ray node's paced vehicle: its node paces it
             pacer = pacer_for(sessions)
-            if pacer.paced_speedup(link) is not None:
+            if world.elsewhere(link) is None and pacer.paced_speedup(link) is not None:
                 pacer.set_speedup(link, out["speedup"])
                 out["paced_between_calls"] = world.PACE_SPEEDUP
             return out
