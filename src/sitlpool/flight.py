@@ -24,6 +24,7 @@ import math
 import time
 
 from .errors import MavlinkError, ReadOnlyLink, SitlpoolError
+from .mavlink import mission
 from .mavlink.link import EKF_NEEDED, A, CommandRefused, mode_mapping
 from .mavlink.wire import FLOAT32_MAX, MAX_ALTITUDE_M, deg_e7, show  # noqa: F401  (MAX_ALTITUDE_M: public here)
 from .process.binaries import resolve_binary  # noqa: F401  (public here: which binary flies a model)
@@ -378,3 +379,9 @@ class Flight:
     def reached(altitude_m: float) -> float:
         """The altitude at which a climb to ``altitude_m`` counts as done."""
         return altitude_m - max(0.5, 0.05 * altitude_m)
+
+
+def start_mission(link, item: int | None = None) -> dict:
+    """``start_mission``: fly the uploaded mission in AUTO from item 1 (or ``item``), arming first
+    on the ground with the flight rules' readiness (a link of this process: a Ray node runs it there)."""
+    return mission.start(link, item, ready=Flight(link).readiness)

@@ -281,3 +281,17 @@ def save_link(link, path: Path, last_s: float | None = None, title: str = "") ->
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     return save(recorder_for(link), path, last_s, title)
+
+
+def of_link(link, last_s: float | None = None, title: str = "") -> tuple[bytes, dict]:
+    """The picture of ``link``'s flight recorder and what it shows (positions, seconds, highest
+    altitude above home, mission waypoints): plain data, so a Ray node can answer it."""
+    rec = recorder_for(link)
+    png = of_recorder(rec, last_s, title)
+    pts = rec.points(last_s)
+    return png, {
+        "positions": len(pts),
+        "seconds": round(pts[-1][0] - pts[0][0], 1) if pts else 0.0,
+        "max_relative_alt_m": round(max(p[3] for p in pts), 2) if pts else None,
+        "mission_waypoints": len([it for it in rec.mission or [] if "lat" in it]),
+    }

@@ -13,6 +13,7 @@ is noticed here too: ``ClusterWatch`` stops the SITL and releases its lease with
 from __future__ import annotations
 
 import concurrent.futures
+import importlib
 import logging
 import os
 import socket
@@ -29,6 +30,7 @@ from .. import world
 from ..config import ValidatedSettings, load_settings, settings_values
 from ..errors import LeaseError, OwnerError, SitlpoolError
 from ..flight import Flight
+from ..mavlink.recorder import recorder_for
 from ..process import ManagedManager
 from ..process.managed import stderr_tail
 from ..sessions import FLIGHT_ACTIONS, Session, Sessions
@@ -54,6 +56,15 @@ WORLD_CALLS = (
     "set_speedup",
     "sim_time_s",
 )
+#: the functions of a link (``fn(link, ...)``, plain data back) a driver runs on this node's link
+#: (``RemoteLink.on_node``): what the MCP tools run through ``on_link``, by module and name
+LINK_CALLS = {
+    "sitlpool.mavlink.params": ("get_all", "set_many"),
+    "sitlpool.mavlink.mission": ("upload", "download", "clear", "status"),
+    "sitlpool.mavlink.rc": ("override",),
+    "sitlpool.flight": ("start_mission",),
+    "sitlpool.picture": ("of_link",),
+}
 LOST_AFTER_S = 10.0  # the head's GCS unreachable this long: the cluster is lost, stop the SITL
 WATCH_POLL_S = 0.5
 
@@ -184,6 +195,8 @@ class SitlActor:
                     settings = settings.model_copy(update={"scripts_dir": self.files.scripts_dir, "allow_paths": False})
             self._sessions = Sessions(settings=settings, server_id=f"ray-{os.getpid()}")
             s = self._sessions.open(**launch)
+            if s.link is not None:
+                recorder_for(s.link)  # from the start, as an MCP server's session: flight_picture draws it
             if wind and s.link is not None:
                 record_open_wind(s.link, wind)  # the first entry of its wind history, as open_sitl's
         except OwnerError as e:  # the label is wrong, not the node's count
@@ -363,6 +376,13 @@ class SitlActor:
             self.pace_speedup(out["speedup"])
             out["paced_between_calls"] = self.pacer.paced
         return out
+
+    def link_function(self, module: str, name: str, args: tuple, kw: dict):
+        """``module.name(link, *args, **kw)`` on this node's link, for a function of ``LINK_CALLS``
+        (their exchanges listen on the link, which lives here); plain data back."""
+        if name not in LINK_CALLS.get(module, ()):
+            raise SitlpoolError(f"{module}.{name} is not a link function a remote SITL runs")
+        return getattr(importlib.import_module(module), name)(self._link(), *args, **kw)
 
     def _link(self):
         s = self._live()

@@ -388,6 +388,11 @@ class RemoteLink:
     def close(self) -> None:  # the link belongs to the actor; closing the handle closes it
         pass
 
+    def on_node(self, fn, *args, **kw):
+        """``fn(link, *args, **kw)`` on the node, with the link the actor holds: ``fn`` one of the
+        link functions the node runs (``node.LINK_CALLS``: parameters, missions, RC override)."""
+        return self._sitl._call("link_function", fn.__module__, fn.__name__, args, kw)
+
     def world_call(self, name: str, *args, **kw):
         """``sitlpool.world.<name>`` on the node, with the link the actor holds (``world.elsewhere``:
         every ``sitlpool.world`` function given this link, its handle or its session runs there)."""

@@ -25,8 +25,15 @@ def session_link(sessions: Sessions, session_id: str):
     s = sessions.get(session_id)
     if s.link is None:
         raise SessionError(f"session {session_id} has no link to its vehicle ({s.state}); open a new one")
-    recorder_for(s.link)
+    if not remote(s.link):  # a Ray node's link has no recorder here (its listeners cannot cross)
+        recorder_for(s.link)
     return s.link
+
+
+def remote(link) -> bool:
+    """A link another process holds (a Ray node's, ``fleet.remote.RemoteLink``): looked up on the
+    class, as its forwarding ``__getattr__`` answers every name."""
+    return callable(getattr(type(link), "on_node", None))
 
 
 def live_link(sessions: Sessions, session_id: str):
@@ -42,6 +49,8 @@ def on_link(sessions: Sessions, fn: Callable[..., Any], *, live: bool = True) ->
 
     def run(session_id: str, *a, **kw):
         link = (live_link if live else session_link)(sessions, session_id)
+        if remote(link):  # a Ray node's link: the function runs there, where its listeners are
+            return link.on_node(fn, *a, **kw)
         return fn(link, *a, **kw)
 
     return run

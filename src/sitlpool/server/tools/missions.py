@@ -8,14 +8,10 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from ...flight import Flight
+from ... import flight
 from ...mavlink import mission
 from ...sessions import Sessions
 from .common import ACT, DESTRUCTIVE, IDEM, RO, Call, on_link
-
-
-def _start(link, item):
-    return mission.start(link, item, ready=Flight(link).readiness)
 
 
 def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
@@ -67,7 +63,7 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
         """Fly the uploaded mission in AUTO from item 1 (or `item`). On the ground it arms first (GUIDED, then
         MISSION_START); refusals carry the vehicle's reasons. Follow with mission_status or
         wait_until(condition="mission_item", value=N) / wait_until(condition="mission_done")."""
-        return await call(on_link(sessions, _start), session_id, item)
+        return await call(on_link(sessions, flight.start_mission), session_id, item)
 
     @mcp.tool(annotations=RO)
     async def mission_status(session_id: str) -> dict:

@@ -11,9 +11,8 @@ from mcp_types import TextContent
 
 from ... import picture
 from ...errors import SessionError
-from ...mavlink.recorder import recorder_for
 from ...sessions import Sessions
-from .common import RO, Call, session_link
+from .common import RO, Call, remote, session_link
 
 
 def picture_png(sessions: Sessions, session_id: str, last_s: float | None = None) -> tuple[bytes, dict]:
@@ -22,18 +21,12 @@ def picture_png(sessions: Sessions, session_id: str, last_s: float | None = None
         raise SessionError(f"last_s {last_s!r} must be a number of seconds above 0 (or left out: the whole flight)")
     s = sessions.get(session_id)
     link = session_link(sessions, session_id)
-    rec = recorder_for(link)
     title = f"session {s.id} ({s.label}), instance {s.handle.instance}"
-    png = picture.of_recorder(rec, last_s, title)
-    pts = rec.points(last_s)
-    summary = {
-        "session_id": s.id,
-        "positions": len(pts),
-        "seconds": round(pts[-1][0] - pts[0][0], 1) if pts else 0.0,
-        "max_relative_alt_m": round(max(p[3] for p in pts), 2) if pts else None,
-        "mission_waypoints": len([it for it in rec.mission or [] if "lat" in it]),
-        "png_bytes": len(png),
-    }
+    if remote(link):  # a Ray node's vehicle: its flight recorder is on the node
+        png, shown = link.on_node(picture.of_link, last_s, title)
+    else:
+        png, shown = picture.of_link(link, last_s, title)
+    summary = {"session_id": s.id, **shown, "png_bytes": len(png)}
     return png, summary
 
 
