@@ -260,6 +260,7 @@ class MissionProtocol:
         self.host = host
         self.fence: list[MissionItem] = []
         self.rally: list[MissionItem] = []
+        host.copter.rally_items = lambda: list(self.rally)  # where RTL may go (navigation.py)
 
     def timers(self, lk: Link, t: float) -> None:
         """As ArduPilot: ask again every second of silence; give up after 8 s (OPERATION_CANCELLED)."""
