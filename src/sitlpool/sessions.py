@@ -121,6 +121,8 @@ class Session:
     closed: bool = False
     _flight: Flight | None = None
     forwarder: Forwarder | None = None  # ground stations watching through this session's link
+    options: dict = field(default_factory=dict)  # what it was opened with (its recipe's launch part)
+    recorded_by: str | None = None  # a step run writes this session's recipe itself
 
     @property
     def link(self):
@@ -279,6 +281,8 @@ class Sessions:
         self.started = time.time()
         self._lock = threading.RLock()
         self._started = threading.Event()
+        #: ``fn(session)`` after a managed session's SITL stopped (its logs kept): e.g. its recipe written
+        self.on_close: list = []
 
     def start(self, background: bool = False) -> list:
         """Reap what crashed servers left behind (only what nobody holds). In the
@@ -360,6 +364,7 @@ class Sessions:
             ready_timeout=min(self.settings.ready_timeout_s, MAX_BLOCK_S - wait_s),
         )
         s = self._add(Session(sid, label, h, "managed"))
+        s.options = dict(model=model, speedup=speedup, home=home, params=params, param_files=param_files, binary=binary)
         if watch:
             try:
                 s.forwarder = Forwarder(s.link, watch)
@@ -454,6 +459,12 @@ class Sessions:
                 self.sessions.pop(s.id, None)  # a long-lived server keeps no closed sessions
             for m in (self.manager, *self._managers.values()):
                 m.wait_termination(0)  # drain: the manager forgets handles once reported
+            if s.kind == "managed":
+                for fn in list(self.on_close):
+                    try:
+                        fn(s)
+                    except Exception:  # a hook's failure never fails the close
+                        log.exception("after closing session %s", s.id)
 
     def close_all(self) -> None:
         for s in list(self.sessions.values()):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import time
 
 from sitlpool.batch import batch_compare, batch_fly, batch_status
@@ -43,6 +44,11 @@ def test_wpnav_speed_up_is_found_significant_in_time_to_alt(env):
     )
     assert out["state"] == "done" and out["failed"] == 0 and out["done"] == 8
     no_lease_left()
+    # the default concurrency was measured: a built-in vehicle's run costs a small share of a core,
+    # so more runs flew at once than there are cores (when the pool has more instances than cores)
+    assert out["concurrency_auto"] and 0 < out["cpu_share_per_run"] < 0.5, out
+    cores = os.cpu_count() or 1
+    assert out["concurrency_peak"] > min(cores, out["concurrency"] - 1), out
     c = batch_compare(out["batch_id"])
     r = rows(c)["time_to_alt_s"]
     assert r["significant"] and r["p_value"] < 0.001 and r["mean_variant"] > r["mean_baseline"] * 1.5

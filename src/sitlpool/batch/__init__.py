@@ -21,15 +21,34 @@ last]``), ``model``, ``home``, ``speedup``. Files: ``<data_dir>/batches/<batch_i
 from __future__ import annotations
 
 import time
+from importlib import import_module
 from typing import Any
 
 from ..config import load_settings
-from .draw import comparison_png
 from .metrics import DEFAULT_METRICS, METRICS, kind_of
 from .plan import BatchError, check_runs, check_variants
 from .runner import Batch, active, fleet_item, start_batch
-from .stats import compare, describe, fisher, hedges_g, welch
 from .store import BatchDir, batches_dir
+
+# the statistics and the picture load scipy, numpy and Pillow (seconds of start-up on a busy
+# machine): loaded on first use, so a Ray worker flying a batch's runs (it imports this package
+# for ``fleet_item``) never pays for them
+_LAZY = {
+    "compare": "stats",
+    "describe": "stats",
+    "fisher": "stats",
+    "hedges_g": "stats",
+    "welch": "stats",
+    "comparison_png": "draw",
+}
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'sitlpool.batch' has no attribute {name!r}")
+    return getattr(import_module(f".{mod}", __name__), name)
+
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -130,6 +149,7 @@ def batch_status(batch_id: str) -> dict:
         "partial": bool(meta.get("partial")) and meta["state"] != "running",
         "where": meta.get("where"),
         "concurrency": meta.get("concurrency"),
+        **_pace(batch_id, meta),
         "done": done,
         "total": total,
         "variants": per,
@@ -139,6 +159,21 @@ def batch_status(batch_id: str) -> dict:
         "failures": failures[:20],
         "failed": len(failures),
         "directory": str(d.path),
+    }
+
+
+def _pace(batch_id: str, meta: dict) -> dict:
+    """The default concurrency's figures: the limit now (a batch flying here), its peak and the
+    measured CPU share of a run."""
+    if not meta.get("concurrency_auto"):
+        return {}
+    b = active(batch_id)
+    pace = b.pace if b is not None else None
+    return {
+        "concurrency_auto": True,
+        "concurrency_now": pace.limit if pace is not None else None,
+        "concurrency_peak": pace.peak if pace is not None else meta.get("concurrency_peak"),
+        "cpu_share_per_run": (pace.share if pace is not None else meta.get("cpu_share_per_run")),
     }
 
 
@@ -167,7 +202,7 @@ def batch_compare(batch_id: str, picture: bool = True) -> dict:
     runs = d.runs()
     order = list(meta["variants"])
     values, kinds = _values(meta, runs)
-    out = compare(values, kinds, order)
+    out = import_module(".stats", __name__).compare(values, kinds, order)
     out.update(
         batch_id=batch_id,
         state=meta["state"],
@@ -182,7 +217,7 @@ def batch_compare(batch_id: str, picture: bool = True) -> dict:
     if picture:
         counts = ", ".join(f"{v} n={out['runs'][v]}" for v in order)
         title = f"batch {batch_id} ({meta.get('label')}): {counts}"
-        png = comparison_png(out, values, kinds, order, title)
+        png = import_module(".draw", __name__).comparison_png(out, values, kinds, order, title)
         d.write_bytes("compare.png", png)
         out["png"] = png
     return out

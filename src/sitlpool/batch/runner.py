@@ -1,12 +1,12 @@
 """Flying a batch: every run a fresh SITL (leased, launched, flown through the step runner,
-stopped, its log kept), as many at once as the pool and the machine allow, on this machine or
-on a Ray fleet (one ``Fleet.map`` item per run, so a run lost with its node is flown again
+stopped, its log kept), as many at once as the pool and the machine's CPU allow (``Pace``),
+on this machine or on a Ray fleet (one slot thread per ``sitl`` slot, each feeding runs one
+at a time as one-item ``Fleet.map`` calls, so a run lost with its node is flown again
 elsewhere and counted once). Each finished run is written at once: a batch cut short keeps
 what it flew."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -20,6 +20,7 @@ from ..config import load_settings
 from ..sessions import Session, Sessions
 from ..steps import StepRuns, run_steps, validate_steps
 from .metrics import RunData, UserMetric, check_metrics, measure
+from .pace import MAX_AUTO, Pace
 from .plan import BatchError, Run, Variant, check_runs, check_variants, plan
 from .store import BatchDir
 
@@ -49,13 +50,23 @@ def fleet_item(sitl: Any, item: dict) -> dict:
     """One run on a Ray node (``Fleet.map``'s fn, on a SITL launched with the variant's
     parameters): the steps flown, the metrics read from the log it is writing there; only the
     record comes back."""
+    t0, started = time.monotonic(), time.time()
     session = Session(f"fleet-{item['index']}", item["label"], sitl.handle, "managed")
     r = run_steps(session, item["steps"], time_limit_s=item["time_limit_s"])
     path = sitl.log_path
     summary = logs.summary(path) if path else None
     data = RunData(bool(r.ok), item["steps"], str(path) if path else None, summary)
     values, problems = measure(data, item["metrics"], item.get("custom") or {})
-    return {"ok": bool(r.ok), "error": r.error, "metrics": values, "problems": problems, "log_path": data.log_path}
+    return {
+        "ok": bool(r.ok),
+        "error": r.error,
+        "metrics": values,
+        "problems": problems,
+        "log_path": data.log_path,
+        "node_s": round(time.monotonic() - t0, 3),  # flying and measuring on the node, its launch not counted
+        "node_started": started,  # wall clock (the driver's, on one machine): how long dispatch and launch took
+        "node_finished": time.time(),
+    }
 
 
 class Batch:
@@ -79,6 +90,9 @@ class Batch:
         self.opts, self.concurrency, self.fleet = opts, concurrency, fleet
         self.abort_event = threading.Event()
         self._runs: dict[str | None, StepRuns] = {}
+        self._flying = 0  # local runs in flight
+        self._pids: dict[int, int] = {}  # run index -> its SITL's pid, while it flies
+        self.pace: Pace | None = None  # the default concurrency: measured as the batch flies
         self._sessions_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"batch {self.id}", daemon=True)
         self.error: str | None = None
@@ -102,6 +116,8 @@ class Batch:
         runs = self._step_runs_for(v.binary)
         rec: dict[str, Any] = {}
         result = None
+        t0 = time.monotonic()
+        step_ended = [t0]  # when its last step ended: the close, log keeping and measuring come after
         try:
             o = _open_opts(v, run, self.opts)
             step_run = runs.start(
@@ -114,8 +130,14 @@ class Batch:
                 params=o["params"],
                 param_files=[f["path"] for f in v.param_files] or None,
                 wait_s=LEASE_WAIT_S,
+                on_step=lambda _o: step_ended.__setitem__(0, time.monotonic()),
             )
             rec["session_id"], rec["run_id"] = step_run.session.id, step_run.id
+            rec["launch_s"] = round(time.monotonic() - t0, 3)
+            pid = step_run.session.handle.pid
+            if pid is not None:
+                with self._sessions_lock:
+                    self._pids[run.index] = pid
             while not step_run.finished.wait(0.5):
                 if self.abort_event.is_set():
                     step_run.abort.set()
@@ -135,6 +157,8 @@ class Batch:
             rec["state"] = result.state
         data = RunData(ok, self.steps, path, summary)
         rec["metrics"], rec["problems"] = measure(data, self.names, self.custom)
+        if result is not None and "launch_s" in rec:
+            rec["close_s"] = round(time.monotonic() - step_ended[0], 3)  # stopping, keeping its logs, measuring
         rec["ok"] = ok
         rec["log_path"] = path
         rec["log_id"] = next((x["id"] for x in (result.logs if result else []) if x.get("kind") == "bin"), None)
@@ -157,6 +181,7 @@ class Batch:
             }
             for run in runs
         ]
+        submitted = time.time()
         outs = self.fleet.map(
             fleet_item,
             items,
@@ -179,8 +204,20 @@ class Batch:
             rec = dict(out.result)
             log_ids = [x["id"] for x in out.logs if x.get("kind") == "bin"]
             rec.update(host=out.host, node_id=out.node_id, log_id=log_ids[0] if log_ids else None)
+            started, finished = rec.pop("node_started", None), rec.pop("node_finished", None)
+            if started is not None and finished is not None:  # one machine's clock: a loopback cluster's figures
+                rec["launch_s"] = round(started - submitted, 3)  # placing, launching, Ray's way there
+                rec["close_s"] = round(time.time() - finished, 3)  # stopping, keeping its logs, the way back
             recs.append(rec)
         return recs
+
+    def flying(self) -> int:
+        return self._flying
+
+    def pids(self) -> list[int]:
+        """The SITL pids of the runs flying now."""
+        with self._sessions_lock:
+            return list(self._pids.values())
 
     # ---- the batch ----------------------------------------------------------------------
 
@@ -201,9 +238,13 @@ class Batch:
             rec = self._fly_local(run)
         except Exception as e:  # never lose a run: a failure here is the run's, recorded
             rec = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        finally:
+            with self._sessions_lock:
+                self._pids.pop(run.index, None)
         self._record(run, rec, t0)
 
     def _group(self, runs: list[Run]) -> None:
+        """Runs that share their launch options, flown as one map; each recorded."""
         t0 = time.monotonic()
         try:
             recs = self._fly_fleet(runs)
@@ -212,25 +253,12 @@ class Batch:
         for run, rec in zip(runs, recs, strict=True):
             self._record(run, rec, t0)
 
-    def _fleet_rounds(self) -> None:
-        """On a fleet: the flying order in rounds of ``concurrency`` runs; in a round, one map
-        per set of launch options (a variant; each seed of a seeded variant), all at once. A
-        map per run would cost Ray's per-call setup on every run; a round's records are
-        written when it ends, so a batch cut short loses at most the round in flight."""
-        order = list(self.order)
-        while order and not self.abort_event.is_set():
-            chunk, order = order[: self.concurrency], order[self.concurrency :]
-            groups: dict[str, list[Run]] = {}
-            for run in chunk:
-                key = json.dumps(_open_opts(self.variants[run.variant], run, self.opts), sort_keys=True)
-                groups.setdefault(key, []).append(run)
-            threads = [threading.Thread(target=self._group, args=(g,), daemon=True) for g in groups.values()]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-
-    def _run(self) -> None:
+    def _fleet_stream(self) -> None:
+        """On a fleet: one slot thread per ``sitl`` slot of the cluster, each taking the next
+        run of the flying order as soon as its last one came back, as a one-item
+        ``Fleet.map`` (its own launch options; a run lost with its node is flown again
+        elsewhere by the map and comes back once). Each record is written as it comes back:
+        no run waits for a round's slowest, and a batch cut short loses only the runs in flight."""
         todo: queue.Queue[Run] = queue.Queue()
         for r in self.order:
             todo.put(r)
@@ -241,22 +269,69 @@ class Batch:
                     run = todo.get_nowait()
                 except queue.Empty:
                     return
-                self._one(run)
+                self._group([run])
 
+        workers = [
+            threading.Thread(target=worker, name=f"batch {self.id} fleet slot {i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    def _fly_local_all(self) -> None:
+        """The flying order from a queue, by ``concurrency`` slot threads; with ``pace`` (the
+        default concurrency) a slot takes its next run only while fewer than ``pace.limit``
+        are in flight."""
+        todo: queue.Queue[Run] = queue.Queue()
+        for r in self.order:
+            todo.put(r)
+        gate = self.pace.changed if self.pace is not None else threading.Condition()
+
+        def worker() -> None:
+            while not self.abort_event.is_set():
+                with gate:
+                    while self.pace is not None and self._flying >= self.pace.limit:
+                        if self.abort_event.is_set():
+                            return
+                        gate.wait(0.5)
+                    try:
+                        run = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    self._flying += 1
+                try:
+                    self._one(run)
+                finally:
+                    with gate:
+                        self._flying -= 1
+                        gate.notify_all()
+
+        if self.pace is not None:
+            self.pace.start()
         workers = [
             threading.Thread(target=worker, name=f"batch {self.id} slot {i}", daemon=True)
             for i in range(self.concurrency)
         ]
-        state = "done"
         try:
-            if self.fleet is not None:
-                workers = []
-                self._fleet_rounds()
             for w in workers:
                 w.start()
                 time.sleep(0.05)  # staggered: launches do not all contend at once
             for w in workers:
                 w.join()
+        finally:
+            if self.pace is not None:
+                self.pace.stop()
+                self.dir.update_meta(concurrency_peak=self.pace.peak, cpu_share_per_run=self.pace.share)
+
+    def _run(self) -> None:
+        state = "done"
+        try:
+            if self.fleet is not None:
+                self._fleet_stream()
+            else:
+                self._fly_local_all()
             if self.abort_event.is_set():
                 state = "aborted"
         except Exception as e:  # pragma: no cover - the batch's own failure, written down
@@ -284,12 +359,13 @@ class Batch:
 
 
 def default_concurrency(settings: Any, fleet: Any = None) -> int:
+    """On a fleet its ``sitl`` slots; here the pool's free instances (``Pace`` then admits
+    as many of them at once as the CPU carries, measured as the batch flies)."""
     if fleet is not None:
         return max(1, int(fleet.capacity()[0]))
     from ..leases import LeasePool
 
-    free = len(LeasePool.from_settings(settings).free())
-    return max(1, min(free, os.cpu_count() or 1))
+    return max(1, min(len(LeasePool.from_settings(settings).free()), MAX_AUTO))
 
 
 def start_batch(
@@ -332,6 +408,7 @@ def start_batch(
             "fly binary variants on this machine"
         )
     settings = load_settings()
+    auto = concurrency is None
     if concurrency is None:
         concurrency = default_concurrency(settings, fleet)
     elif isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= 256:
@@ -355,6 +432,7 @@ def start_batch(
             "created": time.time(),
             "where": "fleet" if fleet is not None else "local",
             "concurrency": concurrency,
+            "concurrency_auto": auto and fleet is None,
             "variants": {v.name: v.as_dict() for v in checked},
             "runs_per_variant": runs,
             "total": len(order),
@@ -365,7 +443,10 @@ def start_batch(
             "seed": seed,
         }
     )
-    return Batch(bdir, checked, order, list(steps), names, custom, opts, concurrency, fleet).start()
+    b = Batch(bdir, checked, order, list(steps), names, custom, opts, concurrency, fleet)
+    if auto and fleet is None:
+        b.pace = Pace(concurrency, b.pids, b.flying)
+    return b.start()
 
 
 def active(batch_id: str) -> Batch | None:

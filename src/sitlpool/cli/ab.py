@@ -8,8 +8,10 @@ files (``NAME VALUE`` lines). The library is ``sitlpool.batch``, imported by the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,31 +136,35 @@ def cmd_ab(a: argparse.Namespace) -> int:
         variants, a.runs, steps, metrics, a.label, a.time_limit, a.seed, a.concurrency, fleet, a.speedup, model
     )
     console = Console(stderr=True)
-    try:
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            disable=a.json,
-        ) as bar:
-            tasks = {v: bar.add_task(f"{v}", total=a.runs) for v in variants}
-            while not b.wait(0.5):
+    # --json: stdout is the comparison alone; what Ray prints while the batch flies (a node
+    # marked dead, its workers' lines) goes to stderr
+    quiet = contextlib.redirect_stdout(sys.stderr) if a.json else contextlib.nullcontext()
+    with quiet:
+        try:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=console,
+                disable=a.json,
+            ) as bar:
+                tasks = {v: bar.add_task(f"{v}", total=a.runs) for v in variants}
+                while not b.wait(0.5):
+                    st = batch.batch_status(b.id)
+                    for v, p in st["variants"].items():
+                        bar.update(tasks[v], completed=p["done"], description=f"{v} ({p['failed']} failed)")
                 st = batch.batch_status(b.id)
                 for v, p in st["variants"].items():
                     bar.update(tasks[v], completed=p["done"], description=f"{v} ({p['failed']} failed)")
-            st = batch.batch_status(b.id)
-            for v, p in st["variants"].items():
-                bar.update(tasks[v], completed=p["done"], description=f"{v} ({p['failed']} failed)")
-    except KeyboardInterrupt:
-        b.abort()
-        b.wait()
-        say(f"aborted; what flew is kept: sitlpool ab compares it with batch_compare {b.id}")
-        return EXIT_INTERRUPTED
-    finally:
-        if fleet is not None:
-            fleet.close()
+        except KeyboardInterrupt:
+            b.abort()
+            b.wait()
+            say(f"aborted; what flew is kept: sitlpool ab compares it with batch_compare {b.id}")
+            return EXIT_INTERRUPTED
+        finally:
+            if fleet is not None:
+                fleet.close()
     c = batch.batch_compare(b.id, picture=True)
     png = c.pop("png")
     if a.output:

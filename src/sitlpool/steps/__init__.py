@@ -15,6 +15,7 @@ times) and ``run.json`` (the result)."""
 from .recipe import read_param_file, sha256_file
 from .runner import Runner, RunResult, StepOutcome, run_steps
 from .runs import Run, StepRuns, UnknownRun, compare_runs, fly, repro, runs_for
+from .session_recipes import record_handle, record_session
 from .vocabulary import MAX_STEPS, TOOLS, StepError, Tool, validate_steps
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "Tool",
     "UnknownRun",
     "compare_runs",
+    "record_handle",
+    "record_session",
     "fly",
     "read_param_file",
     "repro",

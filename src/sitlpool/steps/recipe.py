@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import threading
 from importlib import metadata
@@ -194,3 +195,71 @@ def recorded_param_files(files: Any) -> list[dict]:
             )
         out.append({"path": str(f.get("path"))[:300], "sha256": f.get("sha256"), "values": dict(values)})
     return out
+
+
+# ---- a session's recipe: any session, not only a step run's ----------------------------------
+
+SESSION_RUN_PREFIX = "session-"  # <data_dir>/runs/session-<session_id>/: a session's recipe and record
+END_MARGIN_S = 120.0  # a replayed session's time limit: its own length and this much more
+
+
+def session_run_id(session_id: str) -> str:
+    """``session-<id>``, the id a file name can be (a pytest handle's name may hold ``/`` or ``[``)."""
+    return SESSION_RUN_PREFIX + re.sub(r"[^A-Za-z0-9._-]", "_", str(session_id))[:120]
+
+
+def steps_from_calls(calls: list[dict], end_s: float | None, ended_disarmed: bool = False) -> list[dict]:
+    """The flight calls a session made, as a step program on its sim times: each call preceded
+    by a hold until the vehicle's clock reads the time it was made at (``hold_until_s``, so the
+    time the calls themselves take does not add up); when the session ended disarmed after
+    arming, a wait for the disarm (a landing's end comes when the vehicle says, not at a
+    fixed time); and a last hold to ``end_s`` (when the session was closed: its log as long as
+    the original's)."""
+    steps: list[dict] = []
+    last = None
+    for c in calls:
+        t = c.get("sim_time_s")
+        if t is not None and (last is None or t > last):
+            steps.append({"hold_until_s": round(float(t), 3)})
+            last = t
+        steps.append({k: v for k, v in c.items() if k != "sim_time_s"})
+    if ended_disarmed and any(c.get("tool") == "arm" for c in calls):
+        steps.append({"tool": "wait_until", "condition": "disarmed", "timeout_s": END_MARGIN_S})
+    if end_s is not None and (last is None or end_s > last):
+        steps.append({"hold_until_s": round(float(end_s), 3)})
+    return steps
+
+
+def session_recipe(
+    session, opts: dict, calls: list[dict], end_s: float | None, binary: dict, param_files: list[dict]
+) -> dict:
+    """The recipe of a session (opened by open_sitl, ``Sessions.open``, the pytest plugin, a
+    script): its launch options, and the flight calls it made with their sim times, as steps."""
+    link = getattr(session, "link", None)
+    home_seen = None
+    if link is not None and link.vehicle.home is not None:
+        home_seen = dict(zip(("lat", "lon", "alt_amsl_m"), link.vehicle.home, strict=False))
+    steps = steps_from_calls(calls, end_s, ended_disarmed=link is not None and not link.vehicle.armed)
+    return {
+        "schema": SCHEMA,
+        "kind": "session",
+        "run_id": session_run_id(session.id),
+        "session_id": session.id,
+        "label": session.label,
+        "binary": binary,
+        "model": opts.get("model"),
+        "frame": opts.get("model"),
+        "home": opts.get("home"),
+        "home_seen": home_seen,
+        "speedup": opts.get("speedup"),
+        "params": opts.get("params") or {},
+        "param_files": [{"path": f["path"], "sha256": f["sha256"], "values": f["values"]} for f in param_files],
+        "wind": None,
+        "seeds": seeds(steps, None),
+        "time_limit_s": round((end_s or 0) + END_MARGIN_S, 3),
+        "calls": calls,
+        "sim_time_end_s": end_s,
+        "steps": steps,
+        "timeline": [{"tool": c["tool"], "sim_time_s": c.get("sim_time_s")} for c in calls],
+        "repro_of": None,
+    }

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import conditions, world
 from ..errors import SitlpoolError
-from .vocabulary import HOLD, NOTE, TOOLS, StepError, validate_steps
+from .vocabulary import HOLD, HOLD_UNTIL, NOTE, TOOLS, StepError, validate_steps
 
 CLOCK_WAIT_S = 10.0  # wall seconds for a first sim time from the vehicle
 STALL_S = 30.0  # wall seconds the vehicle's clock may stand still before the run fails
@@ -266,6 +266,10 @@ class Runner:
             until = (start or 0.0) + args[HOLD]
             self.wait(lambda _v: False, until)
             return {"held_s": args[HOLD]}, True
+        if name == HOLD_UNTIL:  # until the vehicle's clock reads it (at once when it is past)
+            if (start or 0.0) < args[HOLD_UNTIL]:
+                self.wait(lambda _v: False, args[HOLD_UNTIL])
+            return {"held_until_s": args[HOLD_UNTIL]}, True
         if name == "wait_until":
             return self._wait_until(args, start)
         return _compact(TOOLS[name].run(self.session, args)), True

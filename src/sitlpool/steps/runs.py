@@ -27,6 +27,7 @@ from ..flight import resolve_binary
 from ..sessions import Sessions
 from . import recipe as recipes
 from .runner import Runner, RunResult, StepOutcome
+from .session_recipes import record_session
 from .vocabulary import StepError, validate_steps
 
 log = logging.getLogger("sitlpool.steps")
@@ -102,6 +103,14 @@ class StepRuns:
         self.sessions = sessions
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
+        if not any(getattr(f, "__func__", None) is StepRuns.session_closed for f in sessions.on_close):
+            sessions.on_close.append(self.session_closed)  # every session of the registry records its recipe
+
+    def session_closed(self, s) -> None:
+        """A session that was not a step run's, closed: its recipe (``record_session``)."""
+        if getattr(s, "recorded_by", None) or s.link is None:
+            return
+        record_session(self.root, s)
 
     @property
     def root(self) -> Path:
@@ -133,6 +142,7 @@ class StepRuns:
         files = _param_files(param_files)
         wind_values, launch = _launch_params(params, files, wind)
         s = self.sessions.open(model, instance, label, speedup, home, launch or None, True, wait_s)
+        s.recorded_by = "steps"  # the run writes its own recipe
         try:
             run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
             result = RunResult(list(steps), session_id=s.id, run_id=run_id, label=s.label, time_limit_s=limit)
@@ -291,7 +301,9 @@ class StepRuns:
             doc = self.load(d.name)
             if doc is not None and doc.get("session_id") == session_id:
                 return doc, recipes.load(d / "recipe.json")
-        raise UnknownRun(f"no step run flew session {session_id} (only fly_steps runs record a recipe)")
+        raise UnknownRun(
+            f"no recipe of session {session_id} under {self.root} (a session records one when it is closed)"
+        )
 
     def repro(self, *, run_id=None, log_id=None, session_id=None, recipe=None, speedup=None, label=None) -> Run:
         """Fly a recorded run again (a new run); once done, its status carries ``comparison``."""
@@ -448,4 +460,13 @@ def repro(*, settings=None, on_step=None, **which: Any) -> RunResult:
         sessions.close_all()
 
 
-__all__ = ["Run", "StepOutcome", "StepRuns", "UnknownRun", "compare_runs", "fly", "repro", "runs_for"]
+__all__ = [
+    "Run",
+    "StepOutcome",
+    "StepRuns",
+    "UnknownRun",
+    "compare_runs",
+    "fly",
+    "repro",
+    "runs_for",
+]

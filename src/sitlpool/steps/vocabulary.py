@@ -17,6 +17,8 @@ from ..mavlink import mission, params, rc
 
 MAX_STEPS = 10000
 HOLD = "hold_s"
+# hold until the vehicle's clock (sim seconds since it booted) reads N: a replayed session's timing
+HOLD_UNTIL = "hold_until_s"
 NOTE = "note"  # a step may carry a note (shown in progress), never sent anywhere
 
 
@@ -157,8 +159,20 @@ _LIST = (
             _writable(s, "set_wind"), a["speed_m_s"], a["direction_deg"], a["turbulence"], a["seed"], a["profile"]
         ),
         ("speed_m_s", "direction_deg"),
-        {"turbulence": 0, "seed": None, "profile": None},
-        {"speed_m_s": "number", "direction_deg": "number", "turbulence": "number", "seed": "int", "profile": "str"},
+        {
+            "turbulence": 0,
+            "seed": None,
+            "profile": None,
+            "force": False,
+        },  # force: the MCP tool's; a program's own session
+        {
+            "speed_m_s": "number",
+            "direction_deg": "number",
+            "turbulence": "number",
+            "seed": "int",
+            "profile": "str",
+            "force": "bool",
+        },
     ),
     Tool("wind_history", lambda s, a: world.wind_history(_link(s))),
     Tool("list_failures", lambda s, a: world.list_failures(_link(s))),
@@ -168,8 +182,8 @@ _LIST = (
         "set_speedup",
         lambda s, a: world.set_speedup(_writable(s, "set_speedup"), a["speedup"]),
         ("speedup",),
-        {},
-        {"speedup": "number"},
+        {"force": False},
+        {"speedup": "number", "force": "bool"},
     ),
 )
 #: every tool a step may name, by name (the MCP tools of the same names and arguments)
@@ -177,7 +191,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in _LIST}
 
 
 def allowed() -> str:
-    return ", ".join(TOOLS) + ', or {"hold_s": N}'
+    return ", ".join(TOOLS) + ', or {"hold_s": N} or {"hold_until_s": T}'
 
 
 def _kind_ok(kind: str, v: Any) -> bool:
@@ -225,14 +239,16 @@ def check_step(i: int, step: Any) -> tuple[str, dict]:
     if "session_id" in step:
         raise StepError(f"{where}: session_id is implied (a step program flies its own session); remove it")
     if "tool" not in step:
-        if HOLD in step:
-            extra = sorted(set(step) - {HOLD})
+        for key in (HOLD, HOLD_UNTIL):
+            if key not in step:
+                continue
+            extra = sorted(set(step) - {key})
             if extra:
-                raise StepError(f"{where}: a hold step takes only hold_s (sim seconds), not {', '.join(extra)}")
-            n = step[HOLD]
+                raise StepError(f"{where}: a hold step takes only {key} (sim seconds), not {', '.join(extra)}")
+            n = step[key]
             if not _kind_ok("number", n) or not 0 <= n <= 86400:
-                raise StepError(f"{where}: hold_s {n!r} must be sim seconds from 0 to 86400")
-            return HOLD, {HOLD: float(n)}
+                raise StepError(f"{where}: {key} {n!r} must be sim seconds from 0 to 86400")
+            return key, {key: float(n)}
         raise StepError(f'{where} names no tool: give "tool" (one of {allowed()})')
     name = step["tool"]
     tool = TOOLS.get(name) if isinstance(name, str) else None

@@ -74,9 +74,11 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
         recipe: dict[str, Any] | None = None,
         speedup: float | None = None,
     ) -> dict:
-        """Fly a recorded step run again (one of run_id, log_id, session_id of a fly_steps run, or a recipe) as a new
-        run; returns its run_id at once. When it is done, steps_status(run_id) carries the comparison of the two
-        logs and positions (exact: no log difference and every held position the same to the centimetre)."""
+        """Fly a recorded run again (one of run_id, log_id, session_id, or a recipe) as a new run; returns its run_id
+        at once. session_id may be a fly_steps run's or any closed session of this server (opened with open_sitl and
+        flown with the flight tools: its calls fly again as steps at the sim times they were made). When it is done,
+        steps_status(run_id) carries the comparison of the two logs and positions (exact: no log difference and
+        every held position the same to the centimetre)."""
 
         def start():
             run = runs.repro(run_id=run_id, log_id=log_id, session_id=session_id, recipe=recipe, speedup=speedup)
