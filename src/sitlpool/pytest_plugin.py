@@ -197,7 +197,20 @@ def sitl_factory(_sitlpool_ctx: _Ctx, request: pytest.FixtureRequest) -> Iterato
 
     yield make
     manager.close_all()
+    if not ctx.ray:
+        _recipes(made, request, ctx)
     _stopped(request, ctx)
+
+
+def _recipes(made: list, request, ctx) -> None:
+    """Each test SITL's recipe, as every MCP session has one (``repro`` flies it again)."""
+    from .steps import record_handle  # the steps layer: only once a test's SITLs flew
+
+    for i, s in enumerate(made):
+        try:
+            record_handle(s.handle, label=f"{request.node.nodeid} [{i}]", settings=ctx.settings)
+        except Exception as e:  # a recipe never fails a test
+            request.node.warn(pytest.PytestWarning(f"sitlpool: no recipe written for {s.handle.name}: {e}"))
 
 
 def _launch_options(ctx: _Ctx, opts: dict) -> dict:
