@@ -350,8 +350,9 @@ class Gcs:
 @pytest.fixture(scope="session")
 def fleet_cluster():
     """One real 3-node loopback Ray cluster (2 sitl slots per node, each node its own pool and
-    data dir) for the fleet modules, which share the xdist group "fleet": one cluster per
-    run. test_fleet_node_loss.py kills a node: it runs last of them."""
+    data dir) per test process, for the fleet modules: the xdist groups "fleet" and "fleet_b"
+    each go to one worker (a process joins one cluster), two halves in parallel.
+    test_fleet_node_loss.py adds a fourth node and kills that one."""
     ray = pytest.importorskip("ray")
     from ray_cluster import RayCluster
     from sitlpool.fleet import Fleet

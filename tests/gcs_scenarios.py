@@ -246,17 +246,23 @@ class Records:
         self.request = request
         self.scenarios = scenarios
         self.cache: dict[tuple[str, str], dict] = {}
+        self.skipped: dict[str, BaseException] = {}  # kind -> why its vehicle is not here
 
     def get(self, name: str, kind: str) -> dict:
+        if kind in self.skipped:  # asked again for a vehicle that is not here: no scenario runs again
+            raise self.skipped[kind]
         if (name, kind) not in self.cache:
             for k in KINDS:
+                if (name, k) in self.cache or k in self.skipped:
+                    continue
                 try:
                     v = self.request.getfixturevalue(f"{k}_vehicle")
-                except pytest.skip.Exception:
-                    if k == kind:
-                        raise
+                except pytest.skip.Exception as e:
+                    self.skipped[k] = e
                     continue
                 self.cache[(name, k)] = self._run(name, v)
+            if kind in self.skipped:
+                raise self.skipped[kind]
         return self.cache[(name, kind)]
 
     def _run(self, name: str, v: Vehicle) -> dict:

@@ -150,6 +150,9 @@ class RayCluster:
     root: Path
     nodes: list[Node] = field(default_factory=list)
     address: str = ""
+    num_cpus: int = 1
+    env_extra: dict | None = None
+    timeout: float = 90.0
 
     @classmethod
     def start(
@@ -166,84 +169,90 @@ class RayCluster:
         # short root: Ray's unix socket paths must fit in 107 bytes
         root = Path(root or tempfile.mkdtemp(prefix="rc-", dir="/tmp"))
         c = cls(root)
-        port = free_port()
-        c.address = f"127.0.0.1:{port}"
+        c.address = f"127.0.0.1:{free_port()}"
+        c.num_cpus, c.env_extra, c.timeout = num_cpus, env_extra, timeout
         try:
             for i, pool in enumerate(pools):
-                name = "head" if i == 0 else f"w{i}"
-                node = Node(name, pool, root / name / "data", root / name / "t")
-                node.data_dir.mkdir(parents=True)
-                node.tmpdir.mkdir(parents=True)
-                node.log = root / name / "ray.log"
                 n = sitl_per_node if sitl_per_node is not None else len(pool)
                 if sitl_counts is not None:
                     n = sitl_counts[i]
-                args = [
-                    *RAY_START,
-                    "start",
-                    "--block",
-                    "--node-ip-address",
-                    "127.0.0.1",
-                    "--num-cpus",
-                    str(num_cpus),
-                    "--resources",
-                    json.dumps({"sitl": n}),
-                    "--object-store-memory",
-                    str(80 * 1024 * 1024),
-                    "--dashboard-agent-listen-port",
-                    str(free_port()),
-                    "--include-log-monitor",
-                    "false",
-                    "--disable-usage-stats",
-                    # Ray's workers listen on 10002-19999 unless told: the range of the tests'
-                    # instance ports (15501-21993), so a worker could take a port a test binds;
-                    # 61000-64999 is above the ephemeral range and free_port's 23000-32000
-                    "--min-worker-port",
-                    "61000",
-                    "--max-worker-port",
-                    "64999",
-                    "--ray-client-server-port",
-                    str(free_port()),
-                ]
-                if i == 0:
-                    args += [
-                        "--head",
-                        "--port",
-                        str(port),
-                        "--include-dashboard",
-                        "false",
-                        "--dashboard-port",
-                        str(free_port()),
-                        "--temp-dir",
-                        str(node.tmpdir),
-                    ]
-                else:
-                    args += ["--address", c.address]
-                c.nodes.append(node)
-                # one at a time, and again if Ray's own 30 s registration limit ran out on busy cores
-                for attempt in range(3):
-                    offset = node.log.stat().st_size if node.log.exists() else 0
-                    with open(node.log, "ab") as log:
-                        node.proc = subprocess.Popen(
-                            args,
-                            env=node_env(pool, node.data_dir, node.tmpdir, env_extra),
-                            cwd=root / name,
-                            stdin=subprocess.DEVNULL,
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                        )
-                    try:
-                        c._wait_started(node, timeout, offset)
-                        break
-                    except RuntimeError:
-                        node.stop()
-                        if attempt == 2:
-                            raise
+                c.add_node(pool, n)
         except BaseException:
             c.stop()
             raise
         return c
+
+    def add_node(self, pool: list[int], sitl: int) -> Node:
+        """Start one more node (the head first) with its own pool, data dir and ``sitl`` slots."""
+        i = len(self.nodes)
+        name = "head" if i == 0 else f"w{i}"
+        node = Node(name, pool, self.root / name / "data", self.root / name / "t")
+        node.data_dir.mkdir(parents=True)
+        node.tmpdir.mkdir(parents=True)
+        node.log = self.root / name / "ray.log"
+        args = [
+            *RAY_START,
+            "start",
+            "--block",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--num-cpus",
+            str(self.num_cpus),
+            "--resources",
+            json.dumps({"sitl": sitl}),
+            "--object-store-memory",
+            str(80 * 1024 * 1024),
+            "--dashboard-agent-listen-port",
+            str(free_port()),
+            "--include-log-monitor",
+            "false",
+            "--disable-usage-stats",
+            # Ray's workers listen on 10002-19999 unless told: the range of the tests'
+            # instance ports (15501-21993), so a worker could take a port a test binds;
+            # 61000-64999 is above the ephemeral range and free_port's 23000-32000
+            "--min-worker-port",
+            "61000",
+            "--max-worker-port",
+            "64999",
+            "--ray-client-server-port",
+            str(free_port()),
+        ]
+        if i == 0:
+            args += [
+                "--head",
+                "--port",
+                self.address.rsplit(":", 1)[1],
+                "--include-dashboard",
+                "false",
+                "--dashboard-port",
+                str(free_port()),
+                "--temp-dir",
+                str(node.tmpdir),
+            ]
+        else:
+            args += ["--address", self.address]
+        self.nodes.append(node)
+        # one at a time, and again if Ray's own 30 s registration limit ran out on busy cores
+        for attempt in range(3):
+            offset = node.log.stat().st_size if node.log.exists() else 0
+            with open(node.log, "ab") as log:
+                node.proc = subprocess.Popen(
+                    args,
+                    env=node_env(pool, node.data_dir, node.tmpdir, self.env_extra),
+                    cwd=self.root / name,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            try:
+                self._wait_started(node, self.timeout, offset)
+                break
+            except RuntimeError:
+                node.stop()
+                if attempt == 2:
+                    raise
+        return node
 
     def _wait_started(self, node: Node, timeout: float, offset: int = 0) -> None:
         """Until ``ray start`` says the node runs (it registered with the GCS)."""

@@ -15,7 +15,9 @@ import time
 import pytest
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.xdist_group("fleet")  # the fleet modules share one worker and one cluster (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group(
+    "fleet_b"
+)  # a second worker and its own shared cluster for half the fleet modules (--dist loadgroup)
 
 from ray_cluster import session_pids  # noqa: E402
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import processes_under, wait_for
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.xdist_group("fleet")  # one Ray cluster at a time on the machine's cores
+pytestmark = pytest.mark.xdist_group("fleet_head_loss")  # its own cluster (the head is killed), on any worker
 
 from ray_cluster import RayCluster  # noqa: E402
 

@@ -22,7 +22,9 @@ import pytest
 from conftest import processes_under, wait_for
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.xdist_group("fleet")  # the fleet modules share one worker and one cluster (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group(
+    "fleet_b"
+)  # a second worker and its own shared cluster for half the fleet modules (--dist loadgroup)
 
 
 SPEEDUP = 10

@@ -1,7 +1,6 @@
-"""A worker node of the fleet modules' cluster killed mid-map (its process group SIGKILLed):
-its SITLs exit, its leases free, its items run again elsewhere, and a handle on it says died.
-It kills a node of the shared cluster, so it runs after the other fleet modules (the same
-xdist group, collected after them)."""
+"""A worker node killed mid-map (its process group SIGKILLed): its SITLs exit, its leases free,
+its items run again elsewhere, and a handle on it says died. The victim is a fourth node this
+module adds to the fleet modules' shared cluster, so the three the other modules count on live on."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import threading
 
 import pytest
 
-from conftest import wait_for
+from conftest import release_blocks, reserve_blocks, wait_for
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.xdist_group("fleet")  # the fleet modules share one worker and one cluster (--dist loadgroup)
@@ -23,9 +22,17 @@ from test_fleet import SPEEDUP, assert_says_died, gone, held, hop, sitls_of  # n
 def cluster(fleet_cluster):
     from ray import cloudpickle
 
+    block = reserve_blocks(1)
+    fleet_cluster.add_node(block[0:2], 2)  # the victim: killed below, the shared three untouched
+    wait_for(lambda: fleet_cluster.fleet.capacity()[0] == 8, 60, 0.2, "the fourth node's slots")
     cloudpickle.register_pickle_by_value(test_fleet)  # hop travels to the nodes
-    yield fleet_cluster
-    cloudpickle.unregister_pickle_by_value(test_fleet)
+    try:
+        yield fleet_cluster
+    finally:
+        cloudpickle.unregister_pickle_by_value(test_fleet)
+        victim = fleet_cluster.nodes.pop()
+        victim.stop()
+        release_blocks(block)
 
 
 @pytest.fixture
@@ -35,10 +42,10 @@ def fleet(cluster):
 
 
 def test_a_worker_node_killed_mid_map_reruns_its_items_elsewhere(cluster, fleet):
-    victim = cluster.nodes[2]
+    victim = cluster.nodes[-1]
     # a RemoteSitl on the victim too (Ray places: open until one lands there)
     opened = []
-    while not any(o.instance in victim.pool for o in opened) and len(opened) < 6:
+    while not any(o.instance in victim.pool for o in opened) and len(opened) < 8:
         opened.append(fleet.open(speedup=SPEEDUP, label=f"on-victim-{len(opened)}"))
     on_victim = next(o for o in opened if o.instance in victim.pool)
     for o in opened:
@@ -76,9 +83,9 @@ def test_a_worker_node_killed_mid_map_reruns_its_items_elsewhere(cluster, fleet)
     # back, with no call on the handle and no open: the fleet watches for dead nodes (before, the
     # phantom slot stayed until its idle owner called it, and other drivers were told "all in use")
     wait_for(lambda: on_victim.state == "died", 30, 0.2, "the handle on the dead node to say died")
-    wait_for(lambda: fleet.capacity() == (4, 4), 30, 0.2, "the two live nodes' four slots to be free")
+    wait_for(lambda: fleet.capacity() == (6, 6), 30, 0.2, "the three live nodes' six slots to be free")
     assert "died" in on_victim.snapshot()["reason"]
     assert_says_died(on_victim)
     s = fleet.open(speedup=SPEEDUP, label="after-node-death")
     s.close()
-    wait_for(lambda: fleet.capacity() == (4, 4), 30, 0.2, "the two live nodes' four slots to be free")
+    wait_for(lambda: fleet.capacity() == (6, 6), 30, 0.2, "the three live nodes' six slots to be free")

@@ -10,7 +10,7 @@ import pytest
 from conftest import wait_for
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.xdist_group("fleet")  # the fleet modules share one worker and one cluster
+pytestmark = pytest.mark.xdist_group("fleet_b")  # a second worker and its own shared cluster for half the fleet modules
 
 SPEEDUP = 10
 

@@ -11,7 +11,9 @@ import os
 import pytest
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.xdist_group("fleet")  # the fleet modules share one worker and one cluster (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group(
+    "fleet_b"
+)  # a second worker and its own shared cluster for half the fleet modules (--dist loadgroup)
 
 SPEEDUP = 10
 
