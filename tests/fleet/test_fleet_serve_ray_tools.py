@@ -51,9 +51,7 @@ def test_parameters_missions_rc_and_picture_on_a_ray_session(fleet_cluster, tmp_
             assert (await call("rc_override", session_id=sid, channels={"3": 1500}))["holding"] is True
             pic = await call("flight_picture", session_id=sid)
             shown = json.loads(pic[1]["text"]) if isinstance(pic, list) else pic
-            assert shown["positions"] > 0 and shown["max_relative_alt_m"] > 1 and shown["mission_waypoints"] == 1, (
-                shown
-            )
+            assert shown["positions"] > 0 and shown["max_relative_alt_m"] > 1 and shown["mission_waypoints"] == 1, shown
             await call("land", session_id=sid)
             down = await call("wait_until", session_id=sid, condition="disarmed", timeout_s=60)
             assert down["result"] == "met", down["snapshot"]
