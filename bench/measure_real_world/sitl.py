@@ -66,7 +66,7 @@ class Sitl:
         self.proc = subprocess.Popen(cmd, cwd=self.dir, stdout=self.out, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         self.t0 = time.time()
-        port = 5760 + 10 * inst
+        port = 5760 + 10 * (inst & 0xFF)  # real SITL keeps the low 8 bits of -I
         deadline = time.time() + 30
         while True:
             try:

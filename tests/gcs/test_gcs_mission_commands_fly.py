@@ -97,6 +97,11 @@ def fly(v, items: list[tuple], rally=(), sim_limit: float = 400, stop=None) -> l
                     if m.type == 6:
                         continue
                     if not m.base_mode & 128 and t0 is not None:
+                        # what MISSION_CURRENT says once disarmed (the second: sent after it)
+                        for _ in range(2):
+                            c = g.recv("MISSION_CURRENT", v.wall(3))
+                        if c is not None:
+                            ev.append((t, "disarmed_cur", c.seq, c.mission_state))
                         break
                     ev.append((t, "mode", m.custom_mode))
                 elif ty == "MISSION_CURRENT":
@@ -231,6 +236,8 @@ def s_skips(v) -> dict:
         "reached": uniq([e[2] for e in ev if e[1] == "reached"]),
         "texts": [t for t in uniq(texts(ev)) if t.startswith(MISSION_TEXTS) and not t.startswith("Mission: 1 ")],
         "current_last": next((e[2] for e in reversed(ev) if e[1] == "cur"), None),
+        # MISSION_START: entering AUTO starts the mission, and MISSION_START starts it again
+        "takeoff_texts": texts(ev, "Mission: 1 "),
     }
     t6, t7 = when(ev, "Mission: 6 "), when(ev, "Mission: 8 ")
     if t6 is not None and t7 is not None:
@@ -261,7 +268,8 @@ def s_rtl_rally_in_mission(v) -> dict:
 
 
 def s_rtl_rally_mode(v) -> dict:
-    """RTL as a mode goes to the nearest rally point (lower than RTL_ALT: it keeps its 20 m)."""
+    """RTL as a mode goes to the nearest rally point (lower than RTL_ALT: it keeps its 20 m); landed
+    and disarmed there, MISSION_CURRENT says seq 0, NOT_STARTED (the disarm resets the mission)."""
 
     def stop(g, ev) -> bool:
         if when(ev, "Mission: 3 ") is not None and not getattr(g, "rtl_sent", False):
@@ -270,7 +278,10 @@ def s_rtl_rally_mode(v) -> dict:
         return False
 
     items = [item(22, alt=10), item(16, n=-40, e=-30, alt=20), item(17, n=-40, e=-30, alt=20)]
-    return _rtl_record(fly(v, items, rally=[(-50, 10, 5), (60, 0, 25)], sim_limit=300, stop=stop))
+    ev = fly(v, items, rally=[(-50, 10, 5), (60, 0, 25)], sim_limit=300, stop=stop)
+    rec = _rtl_record(ev)
+    rec["disarmed_current"] = next(([e[2], e[3]] for e in ev if e[1] == "disarmed_cur"), None)
+    return rec
 
 
 SCENARIOS = {
@@ -304,10 +315,16 @@ EXPECT = {
         "nav_delay_s": near(4, 0.3),
         "relative_yaw_heading": near(315, 3),
         "current_last": 8,
+        "takeoff_texts": ["Mission: 1 Takeoff", "Mission: 1 Takeoff"],
         "loiter_unlim_from_point_m": near(0, 1),
     },
     "rtl_rally_in_mission": {"landed_n": near(60, 1), "landed_e": near(0, 1), "return_alt_m": 25, "reached": [1, 2, 3]},
-    "rtl_rally_mode": {"landed_n": near(-50, 1), "landed_e": near(10, 1), "return_alt_m": 20},
+    "rtl_rally_mode": {
+        "landed_n": near(-50, 1),
+        "landed_e": near(10, 1),
+        "return_alt_m": 20,
+        "disarmed_current": [0, 2],  # seq 0, MISSION_STATE_NOT_STARTED
+    },
 }
 EXPECT["commands"]["texts"] = lambda t: (
     "Mission: 14 Jump 1/2" in t

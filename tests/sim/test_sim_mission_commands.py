@@ -233,3 +233,24 @@ def test_circle_from_its_centre_anticlockwise_and_a_delay_to_a_utc_time(tmp_path
     said = [t for t in s.texts() if t.startswith("Delaying")]
     waited = s.when("Mission: 4 ") - s.when("Mission: 3 ")
     assert len(said) == 1 and 0 < waited < 40 and int(said[0].split()[1]) == pytest.approx(waited, abs=1)
+
+
+def test_mission_start_announces_the_first_command_twice_and_a_disarm_resets(tmp_path):
+    """As ArduCopter 4.7 (tests/gcs/test_gcs_mission_commands_fly.py): MISSION_START from GUIDED
+    enters AUTO, which starts the mission, and starts it again ("Mission: 1 Takeoff" twice); after an
+    RTL (not AUTO) landing and the disarm, MISSION_CURRENT says seq 0, NOT_STARTED."""
+    from types import SimpleNamespace
+
+    from sitlpool.sim.commands import Call, handle
+
+    s = Sim(tmp_path)
+    c = s.c
+    c.set_mission([MissionItem(16, HOME[0], HOME[1], 0.0, frame=0), item(22, alt=5), item(16, n=20, e=0, alt=5)])
+    assert c.set_mode(MODES["GUIDED"], None) == 0 and c.arm(False, None) == 0
+    assert handle(SimpleNamespace(copter=c), Call(300, [0, 0, 0, 0, 0, 0, 0], None)) == 0  # type: ignore[arg-type]
+    s.run(20, until=lambda c: c.mission_seq == 2)
+    assert [t for t in s.texts() if t.startswith("Mission: 1 ")] == ["Mission: 1 Takeoff"] * 2
+    assert c.set_mode(MODES["RTL"], None) == 0
+    assert s.run(120, until=lambda c: not c.armed)
+    cur = c.mission_current()
+    assert (cur.seq, cur.mission_state) == (0, 2)

@@ -11,8 +11,10 @@ import pytest
 from test_world_model import Vehicle
 
 from sitlpool.sim.copter import MODES
-from sitlpool.sim.failsafes import stop_speed
+from sitlpool.sim.fence import EXCLUSION_CIRCLE, EXCLUSION_POLYGON, INCLUSION_POLYGON, stop_speed
+from sitlpool.sim.geo import to_latlon
 from sitlpool.sim.rules import MODE_NAMES
+from sitlpool.sim.state import MissionItem
 
 FENCE = {"FENCE_ENABLE": 1, "FENCE_TYPE": 3, "FENCE_RADIUS": 60, "FENCE_ALT_MAX": 30, "FENCE_ACTION": 1}
 
@@ -100,3 +102,93 @@ def test_both_barometers_lost_climbs_away(tmp_path):
     v.run(14)
     assert v.said("SmartRTL deactivated: bad position", t0)[0] == pytest.approx(25.2, abs=0.3)
     assert MODE_NAMES[c.mode] == "GUIDED"
+
+
+SQUARE = [(40, -40), (40, 40), (-40, 40), (-40, -40)]  # (north, east) m from home, as world3.py
+
+
+def zone_vehicle(tmp_path, items, **params):
+    """A vehicle at 10 m with ``items`` ((command, param1, north, east)) as its uploaded fence."""
+    v = Vehicle(tmp_path, FENCE_ENABLE=1, FENCE_TYPE=4, FENCE_ACTION=1, **params)
+    c = v.c
+    fence = []
+    for cmd, p1, n, e in items:
+        lat, lon = to_latlon(c.origin_lat, c.origin_lon, c.home_n + n, c.home_e + e)
+        fence.append(MissionItem(cmd, lat, lon, 0.0, (p1, 0, 0, 0), 0))
+    c.fence_items = lambda: fence
+    v.takeoff(10)
+    return v
+
+
+@pytest.mark.parametrize("ve,north,east", [(0, 38.0, 0.0), (2, 38.0, 38.0)])
+def test_guided_velocity_stops_and_slides_at_a_polygon_edge(tmp_path, ve, north, east):
+    """Measured (poly_vel, poly_slide): 5 m/s north toward the north edge of an 80 m square stops at
+    38.0 m (FENCE_MARGIN inside); 5 N + 2 E slides east along the edge and stops in the corner at
+    (38.0, 38.0); no breach."""
+    v = zone_vehicle(tmp_path, [(INCLUSION_POLYGON, 4, n, e) for n, e in SQUARE])
+    c = v.c
+    v.run(40, until=lambda c: c.set_velocity(5, ve, 0) and False)
+    assert c.north - c.home_n == pytest.approx(north, abs=0.3)
+    assert c.east - c.home_e == pytest.approx(east, abs=0.5)
+    assert MODE_NAMES[c.mode] == "GUIDED" and not v.said("Polygon fence breached")
+
+
+def test_a_guided_destination_outside_the_zones_or_above_the_ceiling_is_ignored(tmp_path):
+    """Measured (poly_goto, excl_goto, alt_goto): a position target outside the polygon, inside an
+    exclusion circle, or above FENCE_ALT_MAX is ignored without a word; one inside is flown."""
+    items = [(INCLUSION_POLYGON, 4, n, e) for n, e in SQUARE] + [(EXCLUSION_CIRCLE, 10, 30, 0)]
+    v = zone_vehicle(tmp_path, items, FENCE_ALT_MAX=30)
+    c = v.c
+    c.p.set("FENCE_TYPE", 5, save=False)
+    n0, e0, alt = c.home_n, c.home_e, c.alt
+    assert not c.goto_local(n0 + 60, e0, alt)  # outside the square
+    assert not c.goto_local(n0 + 30, e0, alt)  # inside the exclusion circle
+    assert not c.goto_local(n0, e0, c.home_up + 40)  # above FENCE_ALT_MAX
+    assert c.goto_local(n0 - 30, e0, c.home_up + 20)
+
+
+EXCLUSION_SQUARE = [(40, -10), (40, 10), (20, 10), (20, -10)]
+
+
+@pytest.mark.parametrize(
+    "items",
+    [[(EXCLUSION_CIRCLE, 10, 30, 0)], [(EXCLUSION_POLYGON, 4, n, e) for n, e in EXCLUSION_SQUARE]],
+    ids=["circle", "polygon"],
+)
+def test_an_exclusion_zone_stops_the_copter_fence_margin_short(tmp_path, items):
+    """Measured (excl_circle, excl_poly): 5 m/s north toward an exclusion circle r 10 m at 30 m N, or
+    a 20 m square from 20 to 40 m N: stops at 18.0 m."""
+    v = zone_vehicle(tmp_path, items)
+    c = v.c
+    v.run(15, until=lambda c: c.set_velocity(5, 0, 0) and False)
+    assert c.north - c.home_n == pytest.approx(18.0, abs=0.3) and not v.said("Polygon fence breached")
+
+
+def test_report_only_repeats_the_breach_every_20_m_and_land_lands(tmp_path):
+    """Measured (act0, act2; 10 m/s through a 60 m circle, AVOID_ENABLE 0): FENCE_ACTION 0 says
+    "Circle fence breached" at 60 m and again every 20 m further (every 2 s), keeps GUIDED;
+    FENCE_ACTION 2: "Circle fence breached", LAND, "Manual recovery started", once."""
+    v = Vehicle(tmp_path, FENCE_ENABLE=1, FENCE_TYPE=2, FENCE_RADIUS=60, FENCE_ACTION=0, AVOID_ENABLE=0)
+    v.takeoff(10)
+    t0 = v.c.t
+    v.run(19, until=lambda c: c.set_velocity(10, 0, 0) and False)
+    said = v.said("Circle fence breached", t0)
+    assert len(said) == 6 and [round(b - a, 1) for a, b in zip(said, said[1:])] == [2.0] * 5
+    assert v.mode() == "GUIDED" and not v.said("Manual recovery started")
+    v = Vehicle(tmp_path, FENCE_ENABLE=1, FENCE_TYPE=2, FENCE_RADIUS=60, FENCE_ACTION=2, AVOID_ENABLE=0)
+    v.takeoff(10)
+    v.run(20, until=lambda c: c.set_velocity(10, 0, 0) and False)
+    assert len(v.said("Circle fence breached")) == 1 and v.mode() == "LAND" and v.said("Manual recovery started")
+
+
+def test_without_avoidance_the_polygon_is_breached(tmp_path):
+    """Measured (poly_act, AVOID_ENABLE 0, 5 m/s north toward the 40 m edge): "Polygon fence breached"
+    and RTL at +9.3 s, "Manual recovery started", "Fence breach cleared" at +16.3 s (back 2 m inside)."""
+    v = zone_vehicle(tmp_path, [(INCLUSION_POLYGON, 4, n, e) for n, e in SQUARE], AVOID_ENABLE=0)
+    c = v.c
+    t0 = c.t
+    assert v.run(20, until=lambda c: c.set_velocity(5, 0, 0) and False or MODE_NAMES[c.mode] == "RTL")
+    assert v.said("Polygon fence breached", t0)[0] == pytest.approx(9.3, abs=1)
+    assert v.said("Manual recovery started", t0)
+    v.run(12)
+    assert v.said("Fence breach cleared", t0)[0] == pytest.approx(16.3, abs=3)  # ours 13.7: RTL brakes sooner

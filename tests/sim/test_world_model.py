@@ -373,7 +373,7 @@ def test_fence_polygon_from_the_uploaded_fence(tmp_path):
     from sitlpool.sim.geo import to_latlon
     from sitlpool.sim.state import MissionItem
 
-    v = Vehicle(tmp_path, FENCE_ENABLE=1, FENCE_TYPE=4, FENCE_ACTION=1)
+    v = Vehicle(tmp_path, FENCE_ENABLE=1, FENCE_TYPE=4, FENCE_ACTION=1, AVOID_ENABLE=0)
     c = v.c
     corners = [to_latlon(c.origin_lat, c.origin_lon, n, e) for n, e in ((-40, -40), (40, -40), (40, 40), (-40, 40))]
     c.fence_items = lambda: [MissionItem(5001, lat, lon, 0, (4, 0, 0, 0)) for lat, lon in corners]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from .fence import allows, shapes
 from .mission import MissionRunner
 from .rules import (
     AP_NAMES,
@@ -66,6 +67,9 @@ class Actions(MissionRunner):
                 self.send(mavlink.MAVLink_mission_item_reached_message(self.mission_seq))  # as Copter: not for LAND
             self._complete()
             self.send(self.mission_current())
+        # ArduCopter's disarm resets the mission (AP_Mission::reset): MISSION_CURRENT seq 0, and
+        # a stopped mission NOT_STARTED (a finished one stays COMPLETE)
+        self.mission_seq, self.mission_started = 0, False
         self.armed = False
         self.target = None
         self.vn = self.ve = self.vd = 0.0
@@ -150,17 +154,38 @@ class Actions(MissionRunner):
             return False
         if math.isnan(north + east + (0.0 if alt is None else alt)):
             return False
-        if not self.fence_allows(north, east):
+        alt = self.alt if alt is None else alt
+        if not self.fence_allows(north, east, alt):
             return False  # ArduCopter ignores a destination outside its fence, without a word
-        self.target = (north, east, self.alt if alt is None else alt)
+        self.target = (north, east, alt)
         self.velocity = None
         return True
 
-    def fence_allows(self, north: float, east: float) -> bool:
-        """Whether a destination is inside the circle fence (FENCE_ENABLE, FENCE_TYPE bit 2)."""
-        if not (self.p.get("FENCE_ENABLE", 0) and int(self.p.get("FENCE_TYPE", 7)) & 2):
+    def fence_allows(self, north: float, east: float, alt: float) -> bool:
+        """Whether a destination (``alt`` above the origin) is inside the fence (FENCE_ENABLE):
+        the circle (FENCE_TYPE bit 2), under FENCE_ALT_MAX (bit 1), inside the uploaded inclusion
+        zones and outside the exclusion ones (bit 4); measured on ArduCopter 4.7 (world3.py)."""
+        g = self.p.get
+        if not g("FENCE_ENABLE", 0):
             return True
-        return math.hypot(north - self.home_n, east - self.home_e) <= self.p.get("FENCE_RADIUS", 150)
+        types = int(g("FENCE_TYPE", 7))
+        if types & 2 and math.hypot(north - self.home_n, east - self.home_e) > g("FENCE_RADIUS", 150):
+            return False
+        if types & 1 and alt - self.home_up > g("FENCE_ALT_MAX", 100):
+            return False
+        return not types & 4 or allows(self.fence_zones(), north, east)
+
+    _zones_key: tuple = ()
+    _zones: list = []
+
+    def fence_zones(self) -> list:
+        """The uploaded fence as fence.py's shapes in local metres (kept until the fence or the
+        origin changes: the fence and avoidance read it every step)."""
+        items = self.fence_items()
+        key = (self.origin_lat, self.origin_lon, *map(id, items))
+        if key != self._zones_key:
+            self._zones_key, self._zones = key, shapes(items, self.local)
+        return self._zones
 
     def set_velocity(self, vn: float, ve: float, vd: float) -> bool:
         """A velocity target (m/s NED); like ArduCopter it stops after 3 s without a new one."""

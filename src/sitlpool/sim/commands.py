@@ -194,12 +194,16 @@ def _request_message(h: Host, c: Call) -> int:
 
 def _mission_start(h: Host, c: Call) -> int:
     v = h.copter
+    was_auto = v.mode == MODES["AUTO"]
     r = v.set_mode(MODES["AUTO"], c.link)
     first = int(c.p[0])
     if r == ACCEPTED:
         if 0 < first < len(v.mission):
             v.mission_seq, v.mission_done = first, False
         v.mission_started = True
+        # ArduCopter: entering AUTO starts the mission and MISSION_START starts it once more
+        # ("Mission: 1 Takeoff" twice, measured)
+        v.restart_pending = not was_auto and v.armed
     return r
 
 

@@ -17,7 +17,11 @@ SYS_STATUS bits, at the sim times measured on the real binary (../shared/ardupil
   circles uploaded as the mission protocol's fence list (not measured), ``FENCE_ALT_MAX``,
   ``FENCE_RADIUS``, ``FENCE_MARGIN``, ``FENCE_ACTION``): "Max Alt|Circle fence breached",
   "Manual recovery started", GEOFENCE unhealthy; "Fence breach cleared" once back inside by the
-  margin. A GUIDED destination outside the circle is ignored (``Actions.fence_allows``).
+  margin. ``FENCE_ACTION`` 0 (report only) reports the breach again each time the vehicle is
+  ``FENCE_BACKUP_M`` (20 m) further out than the last report (AC_Fence's backup fences: at 10 m/s
+  "Circle fence breached" every 2 s, measured); an action ignores new breaches for 10 s (manual
+  recovery). 2 (LAND): LAND at the breach, as measured. A GUIDED destination outside the circle,
+  above ``FENCE_ALT_MAX`` or outside the uploaded zones is ignored (``Actions.fence_allows``).
 - fence avoidance (AC_Avoid, ``AVOID_ENABLE`` bit 1, on by default): in GUIDED velocity control
   (and LOITER, POSHOLD) the speed toward the circle is limited to AC_Avoid's sqrt controller of
   the room left to ``FENCE_RADIUS`` - ``FENCE_MARGIN`` (``PSC_POSXY_P``, 1 m/s²), and in ALT_HOLD,
@@ -37,6 +41,7 @@ from __future__ import annotations
 import math
 
 from .faults import Faults
+from .fence import breached, limit, stop_speed
 from .rules import ERR, MODE_NAMES, MODES, NEEDS_POSITION, A
 
 RTL_CHAIN = ("RTL", "LAND")
@@ -76,7 +81,8 @@ AVOID_XY = {"GUIDED", "LOITER", "POSHOLD"}  # AC_Avoid limits these modes' horiz
 AVOID_Z = {"GUIDED", "LOITER", "POSHOLD", "ALT_HOLD"}  # ... and their climb rate
 AVOID_ACCEL_XY = 1.0  # m/s², AC_AVOID_ACCEL_CMSS_MAX (fitted: 3 and 10 m/s stops, bench/measure_real_world)
 FENCE_TEXTS = {1: "Max Alt fence breached", 2: "Circle fence breached", 4: "Polygon fence breached"}
-INCLUSION_POLYGON, EXCLUSION_POLYGON, INCLUSION_CIRCLE, EXCLUSION_CIRCLE = 5001, 5002, 5003, 5004
+FENCE_BACKUP_M = 20.0  # AC_Fence's backup fence: a breach this much further out is reported again
+MANUAL_RECOVERY_S = 10.0  # AC_FENCE_MANUAL_RECOVERY_TIME_MIN: new breaches ignored after an action
 WARN = A.MAV_SEVERITY_WARNING
 
 
@@ -123,8 +129,8 @@ class Failsafes(Faults):
 
     def avoid(self, want: tuple[float, float, float], name: str) -> tuple[float, float, float]:
         """AC_Avoid's fence avoidance (``AVOID_ENABLE`` bit 1) on a wanted velocity (n, e, down):
-        the speed toward the circle fence and the climb toward ``FENCE_ALT_MAX`` limited to what
-        stops ``FENCE_MARGIN`` inside them."""
+        the speed toward the circle fence, the uploaded polygons and circles (fence.py) and the
+        climb toward ``FENCE_ALT_MAX`` limited to what stops ``FENCE_MARGIN`` inside them."""
         g = self.p.get
         if not (g("FENCE_ENABLE", 0) and int(g("AVOID_ENABLE", 3)) & 1 and self.flying):
             return want
@@ -142,6 +148,9 @@ class Failsafes(Faults):
                 lim = stop_speed(g("FENCE_RADIUS", 150) - margin - dist, g("PSC_POSXY_P", 1), AVOID_ACCEL_XY)
                 if out > lim:
                     vn, ve = vn - un * (out - lim), ve - ue * (out - lim)
+        if types & 4 and name in AVOID_XY and (vn or ve):
+            zones = self.fence_zones()
+            vn, ve = limit(zones, self.north, self.east, vn, ve, margin, g("PSC_POSXY_P", 1), AVOID_ACCEL_XY)
         return vn, ve, vd
 
     # ---- battery -----------------------------------------------------------------
@@ -261,98 +270,44 @@ class Failsafes(Faults):
         g = self.p.get
         had = int(self.fs.get("fence", 0))
         if not (g("FENCE_ENABLE", 0) and self.armed):
-            self.forget("fence")
+            self.forget("fence", "fence_alt_backup", "fence_circle_backup")
             return 0
         types = int(g("FENCE_TYPE", 7))
         margin = g("FENCE_MARGIN", 2)
         alt_max, radius = g("FENCE_ALT_MAX", 100), g("FENCE_RADIUS", 150)
         dist = math.hypot(self.north - self.home_n, self.east - self.home_e)
-        now = 0
+        now = again = 0
         if self.flying:
             if types & 1 and (self.rel_alt > alt_max or had & 1 and self.rel_alt > alt_max - margin):
                 now |= 1
+                again |= 1 if self.rel_alt >= self.fs.get("fence_alt_backup", math.inf) else 0
             if types & 2 and (dist > radius or had & 2 and dist > radius - margin):
                 now |= 2
-            if types & 4 and self._outside_polygons(margin if had & 4 else 0.0):
+                again |= 2 if dist >= self.fs.get("fence_circle_backup", math.inf) else 0
+            if types & 4 and breached(self.fence_zones(), self.north, self.east, margin if had & 4 else 0.0):
                 now |= 4
-        new = now & ~had
+        if self.t - self.fs.get("fence_action", -math.inf) < MANUAL_RECOVERY_S:
+            again = 0  # AC_Fence ignores new breaches while the pilot recovers
+        new = now & ~had | again & had
         if new:
             self.fs["fence"] = now
+            if new & 1:
+                self.fs["fence_alt_backup"] = self.rel_alt + FENCE_BACKUP_M
+            if new & 2:
+                self.fs["fence_circle_backup"] = dist + FENCE_BACKUP_M
             for bit, text in FENCE_TEXTS.items():
                 if new & bit:
                     self.text(A.MAV_SEVERITY_NOTICE, text)
             self.error(ERR["FAILSAFE_FENCE"], new)
             act = int(g("FENCE_ACTION", 1))
             if act in FENCE_ACTIONS and self.flying:
+                self.fs["fence_action"] = self.t
                 self.failsafe_action(FENCE_ACTIONS[act], "fence_breached")
                 self.text(A.MAV_SEVERITY_INFO, "Manual recovery started")
         elif had and not now:
-            self.forget("fence")
+            self.forget("fence", "fence_alt_backup", "fence_circle_backup")
             self.text(A.MAV_SEVERITY_NOTICE, "Fence breach cleared")
             self.error(ERR["FAILSAFE_FENCE"], ERR["RESOLVED"])
         elif now != had:
             self.fs["fence"] = now
         return A.MAV_SYS_STATUS_GEOFENCE if now else 0
-
-    def _outside_polygons(self, margin: float) -> bool:
-        """FENCE_TYPE bit 4: outside an inclusion polygon or circle, or inside an exclusion one,
-        of the fence uploaded with the mission protocol (``fence_items``); ``margin`` m deeper
-        inside to count as back (a breach clears by FENCE_MARGIN)."""
-        items = self.fence_items()
-        i = 0
-        while i < len(items):
-            it = items[i]
-            if it.command in (INCLUSION_CIRCLE, EXCLUSION_CIRCLE):
-                n, e = self.local(it.lat, it.lon)
-                d = math.hypot(self.north - n, self.east - e)
-                r = it.params[0]
-                if (
-                    it.command == INCLUSION_CIRCLE
-                    and d > r - margin
-                    or it.command == EXCLUSION_CIRCLE
-                    and d < r + margin
-                ):
-                    return True
-                i += 1
-                continue
-            count = max(1, int(it.params[0]))
-            if it.command in (INCLUSION_POLYGON, EXCLUSION_POLYGON):
-                poly = [self.local(p.lat, p.lon) for p in items[i : i + count]]
-                inside = _inside(poly, self.north, self.east)
-                edge = _edge_distance(poly, self.north, self.east)
-                if it.command == INCLUSION_POLYGON and (not inside or edge < margin):
-                    return True
-                if it.command == EXCLUSION_POLYGON and (inside or edge < margin):
-                    return True
-            i += count
-        return False
-
-
-def stop_speed(room: float, kp: float, accel: float) -> float:
-    """AC_Avoid's ``get_max_speed``: the sqrt controller of the distance left (m), at gain ``kp``
-    and ``accel`` m/s²: the speed from which the vehicle still stops in ``room``."""
-    if room <= 0:
-        return 0.0
-    kp = max(0.05, kp)
-    linear = accel / (kp * kp)
-    return kp * room if room <= linear else math.sqrt(2 * accel * (room - linear / 2))
-
-
-def _inside(poly: list[tuple[float, float]], n: float, e: float) -> bool:
-    inside = False
-    for k in range(len(poly)):
-        (n1, e1), (n2, e2) = poly[k], poly[k - 1]
-        if (e1 > e) != (e2 > e) and n < n1 + (n2 - n1) * (e - e1) / (e2 - e1):
-            inside = not inside
-    return inside
-
-
-def _edge_distance(poly: list[tuple[float, float]], n: float, e: float) -> float:
-    best = math.inf
-    for k in range(len(poly)):
-        (n1, e1), (n2, e2) = poly[k], poly[k - 1]
-        dn, de = n2 - n1, e2 - e1
-        L = dn * dn + de * de
-        f = 0.0 if L == 0 else max(0.0, min(1.0, ((n - n1) * dn + (e - e1) * de) / L))
-        best = min(best, math.hypot(n - (n1 + f * dn), e - (e1 + f * de)))
-    return best

@@ -67,6 +67,7 @@ class MissionRunner(MissionCommands):
     jump_runs: dict[int, int] | None = None  # DO_JUMP index -> times it has jumped
     reached_now: int | None = None
     current_changed = False  # MISSION_CURRENT to send at the end of the step
+    restart_pending = False  # MISSION_START entered AUTO: the mission starts twice (commands.py)
 
     def _auto(self, vh, ah, vup, vdn, az) -> tuple[float, float, float] | None:
         """One step of AUTO as AP_Mission::update: load the navigation command at
@@ -102,7 +103,13 @@ class MissionRunner(MissionCommands):
                 self.speed_up_override = self.speed_dn_override = None
                 if self.mission_seq <= 1:
                     self.jump_runs = {}  # a mission started from its beginning counts its jumps anew
-            ok = self._advance_nav(max(1, self.mission_seq))
+            start = max(1, self.mission_seq)
+            ok = self._advance_nav(start)
+            if ok and self.restart_pending:
+                if start <= 1:
+                    self.jump_runs = {}
+                ok = self._advance_nav(start)
+            self.restart_pending = False
         else:
             ok = True
         if ok:

@@ -108,7 +108,7 @@ CMD_NAMES = {  # AP_Mission's short names, as its "Mission: N NAME" texts use th
     A.MAV_CMD_NAV_SPLINE_WAYPOINT: "SplineWP",
     A.MAV_CMD_DO_CHANGE_SPEED: "ChangeSpeed",
     A.MAV_CMD_DO_JUMP: "Jump",
-    A.MAV_CMD_CONDITION_DELAY: "Delay",
+    A.MAV_CMD_CONDITION_DELAY: "CondDelay",
     A.MAV_CMD_CONDITION_YAW: "CondYaw",
     A.MAV_CMD_DO_SET_ROI: "SetROI",
     A.MAV_CMD_DO_SET_SERVO: "SetServo",
