@@ -87,7 +87,7 @@ def test_parameter_files_by_content_hash(tmp_path):
     assert got["values"] == {"WPNAV_SPEED_UP": 250.0, "RTL_ALT": 1500.0}
     assert len(got["sha256"]) == 64
     f.write_text("WPNAV_SPEED_UP 250\nRTL_ALT\n")
-    with pytest.raises(Exception, match="line 2: 'RTL_ALT' is not NAME VALUE"):
+    with pytest.raises(Exception, match="line 2: 'RTL_ALT' is not 'NAME VALUE'"):
         read_param_file(f)
     with pytest.raises(Exception, match="No such file"):
         read_param_file(tmp_path / "missing.parm")

@@ -39,12 +39,38 @@ def parse_param_file(path: Path | str) -> dict[str, float]:
     QGroundControl's ``sysid<TAB>compid<TAB>NAME<TAB>VALUE<TAB>type`` lines. A line that is
     none of these raises ``ConfigError`` naming the file and the line."""
     path = Path(path)
+    return parse_param_text(read_param_bytes(path).decode("utf-8", errors="replace"), path)
+
+
+def read_param_bytes(path: Path | str) -> bytes:
+    """A parameter file's bytes: a regular file of at most ``MAX_PARAM_FILE_BYTES``; a FIFO, a
+    device or a directory is refused in one line, never opened blocking (it would hang or never end)."""
+    path = Path(path)
     try:
-        if path.stat().st_size > MAX_PARAM_FILE_BYTES:
-            raise ConfigError(f"parameter file {path} is larger than {MAX_PARAM_FILE_BYTES:,} bytes; is it one?")
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise ConfigError(f"cannot read parameter file {path}: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"parameter file {path} is not a regular file; give a file of NAME VALUE lines")
+        if st.st_size > MAX_PARAM_FILE_BYTES:
+            raise ConfigError(f"parameter file {path} is larger than {MAX_PARAM_FILE_BYTES:,} bytes; is it one?")
+        chunks, size = [], 0
+        while chunk := os.read(fd, MAX_PARAM_FILE_BYTES + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_PARAM_FILE_BYTES:
+                raise ConfigError(f"parameter file {path} is larger than {MAX_PARAM_FILE_BYTES:,} bytes; is it one?")
+        return b"".join(chunks)
+    except OSError as e:
+        raise ConfigError(f"cannot read parameter file {path}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def parse_param_text(text: str, path: Path | str) -> dict[str, float]:
+    """``parse_param_file`` of a file's text (``path`` names it in errors)."""
     out: dict[str, float] = {}
     for i, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()

@@ -16,8 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..errors import SitlpoolError
-from ..flight import check_finite
+from ..process.paramfiles import parse_param_text, read_param_bytes
 from .vocabulary import StepError
 
 SCHEMA = 1
@@ -70,22 +69,12 @@ def binary_info(binary: Path | None, version: str | None) -> dict:
 
 
 def read_param_file(path: str | os.PathLike) -> dict:
-    """``{"path", "sha256", "values"}`` of an ArduPilot parameter file (``NAME VALUE`` or
-    ``NAME,VALUE`` a line, ``#`` comments), refused in one line when it is not one."""
+    """``{"path", "sha256", "values"}`` of an ArduPilot parameter file, read as a SITL's
+    parameter files are (``process.paramfiles``: NAME VALUE, NAME,VALUE, @READONLY and
+    QGroundControl's lines; a regular file of bounded size), refused in one line when it is not one."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise SitlpoolError(f"parameter file {p}: {e.strerror}") from None
-    values: dict[str, float] = {}
-    for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
-        parts = text.replace(",", " ").split()
-        if len(parts) < 2:
-            raise SitlpoolError(f"parameter file {p} line {n}: {line.strip()[:60]!r} is not NAME VALUE")
-        values[parts[0].upper()] = check_finite(parts[1], f"parameter file {p} line {n}: {parts[0]}")
+    data = read_param_bytes(p)
+    values = parse_param_text(data.decode("utf-8", "replace"), p)
     return {"path": str(p), "sha256": hashlib.sha256(data).hexdigest(), "values": values}
 
 

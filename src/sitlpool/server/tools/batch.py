@@ -8,11 +8,13 @@ import json
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp_types import TextContent
 
 from ...sessions import Sessions
 from .common import ACT, RO, Call
+from .sessions import agent_param_files
 
 
 def _batch() -> Any:
@@ -24,6 +26,28 @@ def _batch() -> Any:
 
 def _fly(*a: Any, **kw: Any) -> dict:
     out: dict = _batch().batch_fly(*a, **kw)
+    return out
+
+
+def agent_variants(settings: Any, variants: Any) -> Any:
+    """An agent's variants as the server lets an agent give them: parameter files only by name
+    beside the presets file, no program of its own (``binary``), unless SITLPOOL_ALLOW_PATHS=1."""
+    if not isinstance(variants, dict) or settings.allow_paths:
+        return variants  # the batch refuses what is not a dict, in its own words
+    out = {}
+    for name, v in variants.items():
+        if isinstance(v, dict):
+            if v.get("binary") is not None:
+                raise ToolError(
+                    f"variant {name}: binary: an agent names no program to run; the server runs "
+                    "SITLPOOL_SITL_BINARY (SITLPOOL_ALLOW_PATHS=1 lets agents name one)"
+                )
+            if v.get("param_files"):
+                try:
+                    v = {**v, "param_files": agent_param_files(settings, v["param_files"])}
+                except ToolError as e:
+                    raise ToolError(f"variant {name}: {e}") from None
+        out[name] = v
     return out
 
 
@@ -60,13 +84,14 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
     ) -> dict:
         """A/B batch: fly the step program `steps` (as fly_steps) `runs` times for each variant, shuffled and
         interleaved, each run on a fresh SITL, as many at once as the pool allows. `variants`: {"A": {"params":
-        {...}}, "B": {"param_files": [...]}, "C": {"binary": ...}, "D": {"wind_seed": [0, 9]}}. `metrics`: names
+        {...}}, "B": {"param_files": [...]}, "C": {"binary": ...}, "D": {"wind_seed": [0, 9]}} (param_files by name beside the
+        presets file; binary only with SITLPOOL_ALLOW_PATHS=1). `metrics`: names
         (default all): success, duration_s, max_alt_m, time_to_alt_s, overshoot_m, landing_error_m,
         landing_speed_m_s, max_tilt_deg, battery_used_mah, failsafes. `time_limit_s`: sim seconds per run.
         Returns {"batch_id"} at once; follow it with batch_status, then batch_compare."""
         return await call(
             _fly,
-            variants,
+            agent_variants(sessions.settings, variants),
             runs,
             steps,
             metrics,
