@@ -263,14 +263,16 @@ class Simulator:
                 sim_dt = (now - last) * self.cfg.speedup
             else:  # SIM_SPEEDUP 0: unthrottled, as real SITL (sub-steps for most of the tick)
                 sim_dt = math.inf
-                budget = now + TICK_S * FAST_SHARE
+            # at any speedup at most most of a tick is spent stepping: what does not fit is dropped
+            # (a SIM_SPEEDUP of 1e9 runs as fast as it can, as 0 does, and the links stay read)
+            budget = now + TICK_S * FAST_SHARE
             last = now
             while sim_dt > 1e-9:
                 d = min(sim_dt, MAX_SUBSTEP)
                 self.copter.step(d)
                 sim_dt -= d
                 self.telemetry()  # per sub-step: stream rates hold in sim time at any speedup
-                if sim_dt == math.inf and time.monotonic() > budget:
+                if time.monotonic() > budget:
                     break
             if self.reboot_requested:
                 self.reboot()
@@ -392,6 +394,8 @@ class Simulator:
             self.param_value(name, lk)
 
     def _param_set(self, m: Any, lk: Link) -> None:
+        if not math.isfinite(m.param_value):
+            return  # NaN or inf: ignored, the old value kept (as ArduCopter 4.7 does, measured)
         name = m.param_id.rstrip("\x00") if isinstance(m.param_id, str) else m.param_id
         if name == WIND_SEED:  # not a parameter (ArduPilot ignores it too): the turbulence's seed
             self.copter.wind.reseed(int(m.param_value))
