@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .errors import ConfigError
 from .instances import out_of_range
 
 PID_FILE = "sitl.pid"
@@ -202,6 +203,32 @@ def read_regular(path: Path, limit: int = MAX_SIZE) -> tuple[bytes, os.stat_resu
         return os.read(fd, limit + 1), st
     except OSError as e:
         raise BadEntry(f"{path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def read_user_file(path: Path, limit: int, what: str) -> tuple[bytes, os.stat_result]:
+    """A file a user names (a parameter file, the presets file): its bytes, at most ``limit``,
+    and its stat. Symlinks are followed (the user's own setup); a FIFO, a device or a directory is
+    refused in one line and never opened blocking (reading it would hang or never end).
+    ``ConfigError`` names ``what`` and the path."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{what} {path} is not a regular file; give a file")
+        chunks, size = [], 0
+        while chunk := os.read(fd, limit + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise ConfigError(f"{what} {path} is larger than {limit:,} bytes; is it one?")
+        return b"".join(chunks), st
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {path}: {e.strerror or e}") from None
     finally:
         os.close(fd)
 

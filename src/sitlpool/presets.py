@@ -17,6 +17,7 @@ against the allowlist. Every bad input is one ``ConfigError`` line; nothing is l
 
 from __future__ import annotations
 
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
-from . import locations
+from . import locations, pidfiles
 from .config import load_settings
 from .errors import ConfigError
 from .process.binaries import resolve_binary
@@ -73,10 +74,13 @@ def load(settings=None) -> dict[str, Preset]:
         if settings.presets is not None:
             raise ConfigError(f"SITLPOOL_PRESETS: presets file {path} does not exist")
         return {}
+    data, st = pidfiles.read_user_file(path, MAX_FILE_BYTES, "presets file")
+    if st.st_mode & stat.S_IWOTH:  # anyone could set this user's sessions' parameters and binary
+        raise ConfigError(
+            f"presets file {path} is writable by every user; a preset sets a session's parameters: chmod o-w {path}"
+        )
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ConfigError(f"presets file {path} is larger than {MAX_FILE_BYTES:,} bytes; is it one?")
-        doc = tomllib.loads(path.read_bytes().decode("utf-8"))
+        doc = tomllib.loads(data.decode("utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read presets file {path}: {getattr(e, 'strerror', None) or e}") from None
     except tomllib.TOMLDecodeError as e:

@@ -43,30 +43,9 @@ def parse_param_file(path: Path | str) -> dict[str, float]:
 
 
 def read_param_bytes(path: Path | str) -> bytes:
-    """A parameter file's bytes: a regular file of at most ``MAX_PARAM_FILE_BYTES``; a FIFO, a
-    device or a directory is refused in one line, never opened blocking (it would hang or never end)."""
-    path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise ConfigError(f"cannot read parameter file {path}: {e.strerror or e}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"parameter file {path} is not a regular file; give a file of NAME VALUE lines")
-        if st.st_size > MAX_PARAM_FILE_BYTES:
-            raise ConfigError(f"parameter file {path} is larger than {MAX_PARAM_FILE_BYTES:,} bytes; is it one?")
-        chunks, size = [], 0
-        while chunk := os.read(fd, MAX_PARAM_FILE_BYTES + 1 - size):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_PARAM_FILE_BYTES:
-                raise ConfigError(f"parameter file {path} is larger than {MAX_PARAM_FILE_BYTES:,} bytes; is it one?")
-        return b"".join(chunks)
-    except OSError as e:
-        raise ConfigError(f"cannot read parameter file {path}: {e.strerror or e}") from None
-    finally:
-        os.close(fd)
+    """A parameter file's bytes: a regular file of at most ``MAX_PARAM_FILE_BYTES`` (a FIFO, a
+    device or a directory is refused in one line, never opened blocking)."""
+    return pidfiles.read_user_file(Path(path), MAX_PARAM_FILE_BYTES, "parameter file")[0]
 
 
 def parse_param_text(text: str, path: Path | str) -> dict[str, float]:
