@@ -25,6 +25,7 @@ from .leases import Lease, LeasePool, validate_owner
 from .mavlink.forward import Forwarder, parse_output
 from .mavlink.recorder import attach as record
 from .process import SitlManager, SitlProcess, kill_instance, reap_orphans
+from .process.paramfiles import check_param_name
 from .process.unmanaged import local_instance_of
 from .world import sim_time_s
 
@@ -51,7 +52,9 @@ def check_open_args(model, speedup, label=None, home=None, params=None) -> tuple
         raise SitlpoolError(
             f"params {str(params)[:80]!r} is not a mapping of parameter names to values; give e.g. {{'RTL_ALT': 1500}}"
         )
-    params = {str(k): check_finite(v, f"parameter {_printable(str(k))}") for k, v in (params or {}).items()}
+    params = {
+        check_param_name(k): check_finite(v, f"parameter {_printable(str(k))}") for k, v in (params or {}).items()
+    }
     return model, speedup, label, home, params
 
 

@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SitlpoolError
+from ..errors import ConfigError, SitlpoolError
+from ..process.paramfiles import check_param_name
 from ..steps import read_param_file
 
 MAX_RUNS = 1000  # per variant: 1000 x 60 sim-s at speedup 10 is ~2 h on 8 slots
@@ -66,7 +67,10 @@ def _check_params(name: str, params: Any) -> dict[str, float]:
             raise BatchError(f"variant {name}: parameter {k!r} = {v!r}: give a name and a number")
         if not math.isfinite(v):
             raise BatchError(f"variant {name}: parameter {k} = {v!r} is not a finite number")
-        out[k.upper()] = float(v)
+        try:
+            out[check_param_name(k)] = float(v)
+        except ConfigError as e:
+            raise BatchError(f"variant {name}: {e}") from None
     return out
 
 

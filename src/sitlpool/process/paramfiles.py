@@ -42,6 +42,16 @@ def parse_param_file(path: Path | str) -> dict[str, float]:
     return parse_param_text(read_param_bytes(path).decode("utf-8", errors="replace"), path)
 
 
+def check_param_name(name: object, where: str = "parameter") -> str:
+    """``name`` upper-cased if it is an ArduPilot parameter name (1-16 of A-Z, 0-9, _, a letter
+    first), else ``ConfigError`` in one line: a space or a newline would break the launch's
+    parameter file (a newline could add a parameter of its own)."""
+    up = str(name).upper()
+    if not _NAME.fullmatch(up):
+        raise ConfigError(f"{where} name {_shown(str(name))} is not a parameter name (1-16 of A-Z, 0-9, _)")
+    return up
+
+
 def read_param_bytes(path: Path | str) -> bytes:
     """A parameter file's bytes: a regular file of at most ``MAX_PARAM_FILE_BYTES`` (a FIFO, a
     device or a directory is refused in one line, never opened blocking)."""
