@@ -29,6 +29,10 @@ DEFAULT_SPEEDUP = 10.0
 MAX_TIME_LIMIT_S = 24 * 3600.0
 LEASE_WAIT_S = 60.0  # a run waits this long for a free instance (others' SITLs come and go)
 MAX_TOTAL_RUNS = 5000
+#: what a node's worker imports to fly a run (``fleet_item``, ``Fleet.map``'s task), before the batch
+WARM_MODULES = ["sitlpool.batch.runner", "sitlpool.fleet.node", "sitlpool.logs"]
+WARM_SLOTS = True  # False: each slot's first run starts its worker (bench/batch.py --no-warm, the "before")
+WARM_TIMEOUT_S = 30.0  # the longest a batch waits for its slots' workers before flying anyway
 
 _active: dict[str, Batch] = {}  # batches flying in this process, by id
 _active_lock = threading.Lock()
@@ -259,6 +263,14 @@ class Batch:
         ``Fleet.map`` (its own launch options; a run lost with its node is flown again
         elsewhere by the map and comes back once). Each record is written as it comes back:
         no run waits for a round's slowest, and a batch cut short loses only the runs in flight."""
+        from ..fleet.warm import warm  # ray: only for a batch on a fleet
+
+        # every slot's Ray worker process started (and sitlpool imported there) at once, before
+        # the first runs: else each slot's first run waits for its worker, which a node starts a
+        # few at a time. Counted in the batch's wall time (batch.json's warm_s), not in a run's
+        free = min(self.concurrency, int(self.fleet.capacity()[1]))  # slots held by others are not waited for
+        if free > 0 and WARM_SLOTS:
+            self.dir.update_meta(warm=warm(free, WARM_MODULES, timeout_s=WARM_TIMEOUT_S))
         todo: queue.Queue[Run] = queue.Queue()
         for r in self.order:
             todo.put(r)

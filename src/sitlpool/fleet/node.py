@@ -35,6 +35,7 @@ from ..process import ManagedManager
 from ..process.managed import stderr_tail
 from ..sessions import FLIGHT_ACTIONS, Session, Sessions
 from ..status import pool_status
+from ..steps.session_recipes import recipe_of
 from ..vehicle import Sitl
 from ..world import Pacer, record_open_wind
 from . import logfetch
@@ -243,9 +244,20 @@ class SitlActor:
         if self.pacer is not None:
             self.pacer.remove(self.session.link)
         try:
-            return self._here(self.sessions.close(self.sid))
+            out = self._here(self.sessions.close(self.sid))
+            try:  # made here, where its link's recorder saw the calls: the driver writes it (serve --ray)
+                self._recipe = recipe_of(self.session, self.files.names if self.files is not None else None)
+            except Exception:  # a recipe's failure never fails the close
+                log.exception("the recipe of session %s", self.sid)
+            return out
         finally:
             self._drop_files()
+
+    _recipe: dict | None = None
+
+    def recipe(self) -> dict | None:
+        """The recipe of this closed session (``steps.session_recipes.recipe_of``), made at close."""
+        return self._recipe
 
     # ---- pacing: the vehicle slowed while no tool call of the driver's server runs ------
 

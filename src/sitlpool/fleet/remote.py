@@ -240,6 +240,7 @@ class RemoteSitl(HandleBase):
         return logfetch.fetch_kept(self.node_id, log_id, dest_dir)
 
     _kept: list[dict] | None = None  # its kept logs' records, as the actor gave them at close
+    recipe_doc: dict | None = None  # its session's recipe, as the actor made it at close
 
     def close(self) -> dict | None:
         """Stop the SITL and release its lease (through the actor), then end the actor, which
@@ -253,6 +254,7 @@ class RemoteSitl(HandleBase):
                     out = self._call("close", timeout=30)
                     self._final = self._call("status", timeout=10)
                     self._kept = self._call("logs", timeout=10)
+                    self.recipe_doc = self._call("recipe", timeout=10)  # made on the node at close
                 except SitlDied:
                     pass
             self._closed = True

@@ -5,6 +5,7 @@ that owns it; connection strings use the node's address. ``attach_sitl``, leases
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -15,6 +16,8 @@ from ..errors import SessionError
 from ..sessions import ARM_WAIT_READY_S, SessionLike, Sessions
 from .fleet import Fleet
 from .remote import RemoteSitl
+
+log = logging.getLogger("sitlpool.fleet.serve")
 
 
 class RemoteSession:
@@ -36,6 +39,16 @@ class RemoteSession:
     @property
     def link(self) -> Any:
         return self.handle.link
+
+    @property
+    def recipe_doc(self) -> dict | None:
+        """Its recipe, made on the node at close from the calls its link's recorder saw there."""
+        return self.handle.recipe_doc
+
+    @property
+    def kept_records(self) -> list[dict]:
+        """Its kept logs' records on the node (node_id, host: ``Fleet.fetch_log`` copies one here)."""
+        return list(self.handle._kept or [])
 
     @property
     def state(self) -> str:
@@ -202,6 +215,12 @@ class RaySessions(Sessions):
             s.closed = True
             with self._lock:
                 self.sessions.pop(s.id, None)
+            if s.recipe_doc is not None:  # as a local session's close: e.g. its recipe written here
+                for fn in list(self.on_close):
+                    try:
+                        fn(s)
+                    except Exception:  # a hook's failure never fails the close
+                        log.exception("after closing session %s", s.id)
 
     def _close(self, s: SessionLike) -> None:  # close_all and close_idle go through here
         if isinstance(s, RemoteSession):

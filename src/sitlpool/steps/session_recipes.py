@@ -31,11 +31,11 @@ def _options_of(s) -> dict:
     }
 
 
-def record_session(root: Path, s) -> Path:
-    """Write the recipe of a closed session (or anything with ``id``, ``label``, ``handle`` and
+def recipe_of(s, names: dict | None = None) -> dict:
+    """The recipe document of a closed session (anything with ``id``, ``label``, ``handle`` and
     ``link``): its launch options and the flight calls its link's recorder saw, with their sim
-    times, as steps; and a run record, under ``root/session-<id>/`` so that
-    ``repro(session_id=...)`` flies it again. The path of the recipe."""
+    times, as steps. ``names``: a parameter file's path -> the name it is recorded under (a Ray
+    node's copy of a driver's file: the driver's name)."""
     join = getattr(s.handle, "join", None)
     if join is not None:
         join(10.0)  # its logs are kept once its SITL's end is handled
@@ -44,12 +44,26 @@ def record_session(root: Path, s) -> Path:
     files = []
     for f in opts.get("param_files") or []:
         try:
-            files.append(recipes.read_param_file(f))
+            got = recipes.read_param_file(f)
         except SitlpoolError:
-            files.append({"path": str(f), "sha256": None, "values": {}})
+            got = {"path": str(f), "sha256": None, "values": {}}
+        files.append({**got, "path": (names or {}).get(str(f), got["path"])})
     binary = recipes.binary_info(opts.get("binary"), getattr(s.link, "autopilot_version", None))
-    doc = recipes.session_recipe(s, opts, rec.recorded_calls(), rec.sim_time_s(), binary, files)
-    kept = list(getattr(s.handle, "kept_logs", []) or [])
+    return recipes.session_recipe(s, opts, rec.recorded_calls(), rec.sim_time_s(), binary, files)
+
+
+def record_session(root: Path, s) -> Path:
+    """Write the recipe of a closed session (``recipe_of``; or ``s.recipe_doc``, the one made
+    where it flew: a Ray node's actor, its kept logs' records in ``s.kept_records``) and a run
+    record, under ``root/session-<id>/`` so that ``repro(session_id=...)`` flies it again. The
+    path of the recipe."""
+    doc = getattr(s, "recipe_doc", None)
+    here = doc is None
+    if doc is None:
+        doc = recipe_of(s)
+        kept = [{"id": k.id, "kind": k.kind, "path": k.path} for k in getattr(s.handle, "kept_logs", []) or []]
+    else:
+        kept = [dict(k) for k in getattr(s, "kept_records", None) or [] if k.get("id") != "live"]
     d = root / doc["run_id"]
     recipes.write_json(d / "recipe.json", doc)
     run_doc = {
@@ -62,14 +76,14 @@ def record_session(root: Path, s) -> Path:
         "ok": True,
         "steps": doc["steps"],
         "outcomes": [],
-        "log_ids": [k.id for k in kept],
-        "logs": [{"id": k.id, "kind": k.kind, "path": k.path} for k in kept],
+        "log_ids": [k["id"] for k in kept],
+        "logs": kept,  # on a Ray node: the node's paths (node_id, host: Fleet.fetch_log copies one here)
         "recipe": str(d / "recipe.json"),
     }
     recipes.write_json(d / "run.json", run_doc)
-    for k in kept[:1]:  # a copy beside the logs, in the log store's session directory
+    for k in kept[:1] if here else []:  # a copy beside the logs, in the log store's session directory
         try:
-            recipes.write_json(Path(k.path).parent / f"recipe-{doc['run_id']}.json", doc)
+            recipes.write_json(Path(k["path"]).parent / f"recipe-{doc['run_id']}.json", doc)
         except OSError:
             pass
     return d / "recipe.json"
