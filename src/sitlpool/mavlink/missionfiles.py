@@ -465,8 +465,13 @@ def fence_items(shapes, what: str = "the fence") -> list[Item]:
             )
             _count_check(len(pts), where)
             cmd = 5001 if inclusion else 5002
-            for j, p in enumerate(pts, start=1):
-                lat, lon = _position(p, f"{where} vertex {j}")
+            corners = [_position(p, f"{where} vertex {j}") for j, p in enumerate(pts, start=1)]
+            _need(
+                _area_m2(corners) >= 1.0,
+                f"{where} is not a polygon: its vertices enclose no area (repeated or in one line); "
+                "give 3 or more corners of an area",
+            )
+            for lat, lon in corners:
                 out.append(Item(cmd, 0, (float(len(pts)), 0.0, 0.0, 0.0), lat, lon, 0.0))
         elif "circle" in s:
             c = s["circle"]
@@ -529,3 +534,11 @@ def rally_items(points, what: str = "the rally points") -> list[Item]:
 
 def rally_points(items: list[Item]) -> list[dict]:
     return [{"lat": it.x, "lon": it.y, "alt_m": it.z} for it in items]
+
+
+def _area_m2(corners: list[tuple[float, float]]) -> float:
+    """The area a polygon of (lat, lon) corners encloses, in square metres (shoelace, local metres)."""
+    lat0 = corners[0][0]
+    k = 6378137.0 * math.pi / 180
+    xy = [((lon - corners[0][1]) * k * math.cos(math.radians(lat0)), (lat - lat0) * k) for lat, lon in corners]
+    return abs(sum(x1 * y2 - x2 * y1 for (x1, y1), (x2, y2) in zip(xy, xy[1:] + xy[:1]))) / 2
