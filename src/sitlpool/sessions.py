@@ -27,7 +27,7 @@ from .mavlink.recorder import attach as record
 from .process import SitlManager, SitlProcess, kill_instance, reap_orphans
 from .process.paramfiles import check_param_name
 from .process.unmanaged import local_instance_of
-from .world import sim_time_s
+from .world import sim_time_s, undo_failures
 
 log = logging.getLogger("sitlpool.sessions")
 MAX_BLOCK_S = 55.0  # no tool may block longer than 60 s
@@ -454,6 +454,10 @@ class Sessions:
         forwarder = getattr(s, "forwarder", None)
         if forwarder is not None:
             forwarder.close()
+        if s.kind != "managed" and s.link is not None and not s.handle.dead:
+            cleared = undo_failures(s.link)  # injected through an attachment: not left on a vehicle not ours
+            if cleared:
+                log.info("session %s: cleared the failures it injected (%s)", s.id, ", ".join(cleared))
         try:
             s.handle.kill(wait=True)
         finally:

@@ -536,7 +536,7 @@ def rally_points(items: list[Item]) -> list[dict]:
     return [{"lat": it.x, "lon": it.y, "alt_m": it.z} for it in items]
 
 
-def _area_m2(corners: list[tuple[float, float]]) -> float:
+def _area_m2(corners: list[tuple[float, ...]]) -> float:
     """The area a polygon of (lat, lon) corners encloses, in square metres (shoelace, local metres)."""
     lat0 = corners[0][0]
     k = 6378137.0 * math.pi / 180

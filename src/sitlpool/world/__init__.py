@@ -18,7 +18,17 @@ the reaction next to each failure.
 from __future__ import annotations
 
 from .core import WIND_PARAMS, World, apply_params, elsewhere, link_of, sim_time_s, world_of
-from .failures import KINDS, REACTS_WITH, Kind, check_kind, clear_failure, failure_params, inject_failure, list_failures
+from .failures import (
+    KINDS,
+    REACTS_WITH,
+    Kind,
+    check_kind,
+    clear_failure,
+    failure_params,
+    inject_failure,
+    list_failures,
+    undo_failures,
+)
 from .pacing import MAX_SPEEDUP, PACE_SPEEDUP, Pacer, check_speedup, set_speedup
 from .wind import (
     MAX_TURBULENCE_M_S,
@@ -55,6 +65,7 @@ __all__ = [
     "failure_params",
     "felt_wind",
     "inject_failure",
+    "undo_failures",
     "link_of",
     "list_failures",
     "record_open_wind",

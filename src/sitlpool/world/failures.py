@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,8 @@ from ..flight import check_finite, vehicle_kind
 from .core import _read, apply_params, elsewhere, link_of, world_of
 
 M_PER_DEG = 111319.49
+
+log = logging.getLogger("sitlpool.world")
 
 
 @dataclass(frozen=True)
@@ -270,9 +273,9 @@ def inject_failure(x: Any, kind: str, **opts: Any) -> dict:
                 w.originals.setdefault(name, old)
         if kind == "gcs_loss":
             link.gcs_heartbeat = False
-        w.failures.pop(kind, None)
+        replaced = w.failures.pop(kind, None)
         w.failures[kind] = dict(values)
-        return {
+        out = {
             "injected": kind,
             "what": k.what,
             "set": values or {"gcs_heartbeat": False},
@@ -280,6 +283,9 @@ def inject_failure(x: Any, kind: str, **opts: Any) -> dict:
             "injected_now": sorted(w.failures),
             "sim_time_s": w.sim_time_s,
         }
+        if replaced is not None:  # the same kind again: this one in its place (clear_failure undoes both)
+            out["replaced"] = replaced
+        return out
 
 
 def clear_failure(x: Any, kind: str) -> dict:
@@ -317,3 +323,20 @@ def clear_failure(x: Any, kind: str) -> dict:
             "injected_now": sorted(w.failures),
             "sim_time_s": w.sim_time_s,
         }
+
+
+def undo_failures(link: Any) -> list[str]:
+    """Clear every failure injected through ``link`` (newest first), for a vehicle this link does
+    not own (an attachment closing: the failures it set must not outlive it); the kinds cleared.
+    Errors are logged, never raised: a close goes on."""
+    if elsewhere(link) is not None or link.read_only:
+        return []
+    w = world_of(link)
+    cleared = []
+    for kind in reversed(list(w.failures)):
+        try:
+            clear_failure(link, kind)
+            cleared.append(kind)
+        except Exception as e:  # the vehicle may be gone: the close goes on
+            log.warning("could not clear the %s failure on closing: %s", kind, e)
+    return cleared
