@@ -49,6 +49,21 @@ def check_condition(condition: str) -> None:
         raise SessionError(f"unknown condition {condition!r}; use one of {', '.join(CONDITIONS)}")
 
 
+def check_value(condition: str, value) -> None:
+    """What of ``condition``'s ``value`` can be checked without a vehicle (a step program's
+    ``wait_until``, before anything flies): a number where it takes metres, a name or text where
+    it needs one. ``predicate`` checks the same when it is built."""
+    check_condition(condition)
+    if condition in ("altitude_above", "altitude_below"):
+        _metres(condition, value)
+    elif condition in ("mode", "mode_is", "text") and not value:
+        raise SessionError(
+            f"condition {condition} needs a value ({'the text to look for' if condition == 'text' else 'a mode name, e.g. GUIDED'})"
+        )
+    elif condition == "reached" and value not in (None, ""):
+        check_finite(value, "reached radius", 0, 100000, "m")
+
+
 def predicate(
     flight: Flight, condition: str, value=None, last_goto: tuple[float, float, float] | None = None
 ) -> Predicate:
@@ -139,4 +154,12 @@ def _reached(value, last_goto: tuple[float, float, float] | None) -> Predicate:
     return reached
 
 
-__all__ = ["CONDITIONS", "FAILSAFE_TEXTS", "REACHED_RADIUS_M", "Predicate", "check_condition", "predicate"]
+__all__ = [
+    "CONDITIONS",
+    "FAILSAFE_TEXTS",
+    "REACHED_RADIUS_M",
+    "Predicate",
+    "check_condition",
+    "check_value",
+    "predicate",
+]

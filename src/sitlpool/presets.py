@@ -17,6 +17,7 @@ against the allowlist. Every bad input is one ``ConfigError`` line; nothing is l
 
 from __future__ import annotations
 
+import math
 import stat
 import tomllib
 from collections.abc import Mapping
@@ -32,6 +33,7 @@ from .process.binaries import resolve_binary
 from .process.paramfiles import check_param_files, check_scripts
 
 MAX_FILE_BYTES = 1_000_000
+MAX_SPEEDUP = 1000.0  # as open_sitl (sessions.check_open_args)
 #: what a preset may set, and the defaults of what neither the preset nor the caller gives
 DEFAULTS: dict[str, Any] = {
     "model": "quad",
@@ -101,8 +103,51 @@ def load(settings=None) -> dict[str, Preset]:
         desc = table.get("description", "")
         if not isinstance(desc, str):
             raise ConfigError(f"presets file {path}, preset {name!r}: description is not text")
+        problem = next((m for k, v in values.items() if (m := _value_problem(k, v))), None)
+        if problem:
+            raise ConfigError(f"presets file {path}, preset {name!r}: {problem}")
         out[name] = Preset(name, values, path, desc, path.parent)
     return out
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _numeric_text(v: Any) -> bool:  # open_sitl reads a parameter's value "1500" as 1500
+    try:
+        return isinstance(v, str) and math.isfinite(float(v))
+    except ValueError:
+        return False
+
+
+def _value_problem(key: str, v: Any) -> str | None:
+    """What is wrong with a preset's value for ``key`` (the kinds ``open_sitl`` takes), or None:
+    a preset that cannot fly is refused when the file is read, not when a session launches."""
+    if key in ("model", "label", "home"):
+        ok = isinstance(v, str) and v.strip() != ""
+        want = {
+            "model": "a vehicle model such as 'quad'",
+            "label": "a text",
+            "home": "a location name or 'lat,lon,alt,heading'",
+        }[key]
+    elif key == "speedup":
+        ok, want = _number(v) and 0 < v <= MAX_SPEEDUP, f"a number above 0 and at most {MAX_SPEEDUP:g}"
+    elif key == "wait_s":
+        ok, want = _number(v) and v >= 0, "seconds, a number of at least 0"
+    elif key == "instance":
+        ok, want = isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an instance number"
+    elif key == "wipe":
+        ok, want = isinstance(v, bool), "true or false"
+    elif key == "params":
+        ok = isinstance(v, Mapping) and all(_number(x) or _numeric_text(x) for x in v.values())
+        want = "a table of parameter names and numbers, e.g. { RTL_ALT = 1500 }"
+    elif key in ("param_files", "scripts"):
+        ok = isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+        want = "a path or a list of paths"
+    else:
+        return None
+    return None if ok else f"{key} {str(v)[:60]!r} is not {want}"
 
 
 def get(name: str, settings=None) -> Preset:

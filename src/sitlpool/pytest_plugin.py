@@ -27,12 +27,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import presets
+from . import picture, presets
 from .config import load_settings
 from .errors import SitlpoolError
 from .leases import LeasePool
 from .mavlink.recorder import attach
-from .picture import save_link
 from .process import ManagedManager, ManagedSitl, UnmanagedManager, UnmanagedSitl
 from .process.managed import stderr_tail
 
@@ -275,6 +274,18 @@ def pytest_runtest_makereport(item, call):
             rep.sections.append((f"sitlpool: {s.handle.name}", "\n".join(_vehicle_lines(item, s))))
 
 
+def _draw(link, path: Path, title: str) -> Path:
+    """The flight picture of ``link`` as a PNG at ``path``. A link a Ray node holds (a fleet's
+    ``RemoteLink``, which has ``on_node``, looked up on its class as its ``__getattr__`` forwards
+    every name) draws on the node, where its flight recorder is."""
+    if callable(getattr(type(link), "on_node", None)):
+        png, _ = link.on_node(picture.of_link, None, title)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+        return path
+    return picture.save_link(link, path, title=title)
+
+
 def _vehicle_lines(item, s: Sitl) -> list[str]:
     """What a failing test's report says of one of its vehicles, while it still runs."""
     h = s.handle
@@ -287,10 +298,10 @@ def _vehicle_lines(item, s: Sitl) -> list[str]:
         lines += [f"  {t}" for _, _, t in list(v.texts)[-10:]] or ["  (none)"]
         try:  # a failure to draw never hides the report
             d = Path(item.config._tmp_path_factory.getbasetemp()) / "sitlpool-pictures"
-            p = save_link(h.link, d / f"{item.name}-{h.name}.png", title=f"{item.nodeid} ({h.name})")
+            p = _draw(h.link, d / f"{item.name}-{h.name}.png", f"{item.nodeid} ({h.name})")
             lines.append(f"flight picture: {p}")
-        except Exception as e:  # pragma: no cover
-            lines.append(f"flight picture: not drawn ({e})")
+        except Exception as e:  # one line: never Ray's dump of what it could not serialize
+            lines.append(f"flight picture: not drawn ({type(e).__name__}: {' '.join(str(e).split())[:200]})")
     live = _live(s)  # kept and pinned once the SITL stops (the teardown section names it)
     item.stash.setdefault(LIVE, {})[h.name] = live
     lines.append(f"log being written: {live if live is not None else '(none yet)'}")

@@ -116,7 +116,11 @@ def test_files_and_params_read_back_on_the_built_in_vehicle(manager, tmp_path):
     g.write_text("WPNAV_SPEED 650\n")
     h = manager.start("cfg", speedup=5, param_files=[str(f), g], params={"rtl_alt": 2100, "FENCE_ENABLE": 1})
     i = h.argv.index("--defaults")
-    assert h.argv[i + 1].split(",") == [str(f), str(g), str(h.cwd / LAUNCH_PARM)]
+    assert h.argv[i + 1].split(",") == [
+        str(h.cwd / "sitlpool-param-1.parm"),
+        str(h.cwd / "sitlpool-param-2.parm"),
+        str(h.cwd / LAUNCH_PARM),
+    ]  # each file as a NAME VALUE copy (QGroundControl's tab format read by sitlpool, not the SITL)
     assert h.config["params"] == {"RTL_ALT": 2100, "WPNAV_SPEED": 650, "FENCE_ENABLE": 1}  # later wins, params last
     assert h.config["param_files"] == [str(f), str(g)] and "not_applied" not in h.config
     assert h.link.get_param("WPNAV_SPEED") == 650 and h.link.get_param("RTL_ALT") == 2100

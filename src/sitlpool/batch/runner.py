@@ -15,9 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import logs
+from .. import locations, logs
 from ..config import load_settings
-from ..sessions import Session, Sessions
+from ..errors import SitlpoolError
+from ..process.binaries import resolve_binary
+from ..sessions import Session, Sessions, check_open_args
 from ..steps import StepRuns, run_steps, validate_steps
 from .metrics import RunData, UserMetric, check_metrics, measure
 from .pace import MAX_AUTO, Pace
@@ -143,8 +145,9 @@ class Batch:
                 with self._sessions_lock:
                     self._pids[run.index] = pid
             while not step_run.finished.wait(0.5):
-                if self.abort_event.is_set():
-                    step_run.abort.set()
+                if self.abort_event.is_set():  # as abort_steps: its session closed, a step inside a tool call ends too
+                    runs.abort(step_run.id)
+                    break
             result = step_run.result
         except Exception as e:  # the run's failure (no instance, the SITL would not start): counted, said
             rec["error"] = str(e) or type(e).__name__
@@ -370,6 +373,22 @@ class Batch:
         self.abort_event.set()
 
 
+def _check_launch(
+    settings: Any, model: str, speedup: float, home: str | None, binary: str | None, local: bool
+) -> tuple:
+    """``(model, speedup, home)`` checked as ``open_sitl`` checks them (a named home resolved),
+    before a batch is written: one line, not a batch whose every run fails on it. Whether the
+    SITL can fly ``model`` is this machine's to say only when the runs fly here."""
+    model, speedup, _label, _home, _params = check_open_args(model, speedup)
+    if local:
+        if binary is not None:
+            settings = settings.model_copy(update={"sitl_binary": Path(binary)})
+        resolve_binary(settings, model)
+    home = locations.resolve_home(home, settings)
+    check_open_args(model, speedup, home=home)
+    return model, speedup, home
+
+
 def default_concurrency(settings: Any, fleet: Any = None) -> int:
     """On a fleet its ``sitl`` slots; here the pool's free instances (``Pace`` then admits
     as many of them at once as the CPU carries, measured as the batch flies)."""
@@ -420,6 +439,23 @@ def start_batch(
             "fly binary variants on this machine"
         )
     settings = load_settings()
+    try:
+        model, speedup, home = _check_launch(
+            settings, model, DEFAULT_SPEEDUP if speedup is None else speedup, home, None, fleet is None
+        )
+    except SitlpoolError as e:
+        raise BatchError(str(e)) from None
+    for v in checked:  # a variant's own launch options, as its runs will fly them
+        if v.model is None and v.home is None and v.speedup is None and v.binary is None:
+            continue
+        try:
+            _m, _s, v_home = _check_launch(
+                settings, v.model or model, v.speedup or speedup, v.home or home, v.binary, fleet is None
+            )
+        except SitlpoolError as e:
+            raise BatchError(f"variant {v.name}: {e}") from None
+        if v.home:
+            v.home = v_home
     auto = concurrency is None
     if concurrency is None:
         concurrency = default_concurrency(settings, fleet)
@@ -429,7 +465,7 @@ def start_batch(
     concurrency = min(concurrency, len(order))
     bdir = BatchDir.create(settings.data_dir)
     opts = {
-        "speedup": float(speedup or DEFAULT_SPEEDUP),
+        "speedup": float(speedup),
         "model": model,
         "home": home,
         "time_limit_s": float(time_limit_s),

@@ -101,7 +101,7 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("status", help="who holds which instance, SITLs running without a lease")
-    s.add_argument("--json", action="store_true", help="machine-readable (schema 1, see README)")
+    s.add_argument("--json", action="store_true", help="machine-readable (schema 1, see docs/cli.md)")
     s.add_argument("--all", action="store_true", help="also list the free pool instances")
     s.add_argument("--watch", action="store_true", help="refresh in place every second")
     s.set_defaults(fn=cmd_status)

@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SitlpoolError
-from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, add_session_options, preset_variants, say
+from ._common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    _number,
+    add_session_options,
+    preset_variants,
+    say,
+    speedup_arg,
+)
 
 VARIANT_KEYS = ("params", "param_files", "binary", "wind_seed", "failure_seed", "model", "home", "speedup")
 
@@ -190,6 +199,11 @@ def _whole(text: str) -> int:
     return n
 
 
+def _time_limit(text: str) -> float:
+    """--time-limit: sim seconds per run, a finite number above 0 (its upper bound is start_batch's)."""
+    return _number(text, "time limit (sim seconds per run)", 0, low_ok=False)
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``sitlpool ab`` on the CLI's subparsers."""
     p = subparsers.add_parser(
@@ -206,10 +220,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--runs", required=True, type=_whole, metavar="N", help="runs per variant")
     p.add_argument("--steps", required=True, metavar="FILE", help="the step program (JSON list of steps)")
     p.add_argument("--metrics", metavar="M1,M2", help="metrics to compare (default: all)")
-    p.add_argument("--time-limit", type=float, default=600, metavar="S", help="sim seconds per run (default 600)")
+    p.add_argument("--time-limit", type=_time_limit, default=600, metavar="S", help="sim seconds per run (default 600)")
     p.add_argument("--seed", type=int, help="the shuffle's seed (the same order again)")
     p.add_argument("--concurrency", type=_whole, metavar="N", help="runs at once (default: free pool, cores)")
-    p.add_argument("--speedup", type=float, help="SITL speedup (default 10)")
+    p.add_argument("--speedup", type=speedup_arg, help="SITL speedup (default 10)")
     p.add_argument("--model", default="quad")
     p.add_argument("--label", help="a name for the batch")
     add_session_options(p)  # --preset: under every variant
@@ -230,7 +244,7 @@ def extend_batch_parser(b: argparse.ArgumentParser) -> None:
     b.add_argument("--runs", type=_whole, metavar="N", help="A/B batch: runs per variant")
     b.add_argument("--steps", metavar="FILE", help="A/B batch: the step program (JSON list of steps)")
     b.add_argument("--metrics", metavar="M1,M2", help="A/B batch: metrics to compare (default: all)")
-    b.add_argument("--time-limit", type=float, default=600, metavar="S", help="A/B batch: sim seconds per run")
+    b.add_argument("--time-limit", type=_time_limit, default=600, metavar="S", help="A/B batch: sim seconds per run")
     b.add_argument("--seed", type=int, help="A/B batch: the shuffle's seed")
     b.add_argument("-o", "--output", metavar="PNG", help="A/B batch: write the comparison picture here")
     b.add_argument("--json", action="store_true", help="A/B batch: the comparison as JSON on stdout")

@@ -47,6 +47,7 @@ def _line(o: Any, total: int) -> str:
 
 def cmd_fly(a: argparse.Namespace) -> int:
     from .. import steps  # the flight stack (pymavlink): only `sitlpool fly` loads it
+    from ..sessions import check_open_args  # with the flight stack, as above
 
     program, options = read_program(a.file)
     for k in ("model", "speedup", "label", "time_limit_s"):
@@ -55,6 +56,7 @@ def cmd_fly(a: argparse.Namespace) -> int:
             options[k] = v
     options = session_options(a, options, (*OPTIONS, "instance", "wait_s"), "sitlpool fly")  # --preset, --param...
     steps.validate_steps(program)
+    model, speedup, *_ = check_open_args(options.get("model", "quad"), options.get("speedup", 1))  # before any is shown
     total = len(program)
 
     def progress(o):
@@ -62,9 +64,7 @@ def cmd_fly(a: argparse.Namespace) -> int:
             say(_line(o, total))
 
     if not a.json:
-        say(
-            f"flying {total} steps from {a.file} ({options.get('model', 'quad')}, speedup {options.get('speedup', 1):g})"
-        )
+        say(f"flying {total} steps from {a.file} ({model}, speedup {speedup:g})")
     r = steps.fly(program, on_step=progress, **options)
     if a.json:
         print(json.dumps(r.as_dict(), indent=1, default=str))

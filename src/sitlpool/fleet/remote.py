@@ -116,6 +116,12 @@ class RemoteSitl(HandleBase):
         return self._died is not None or self._closed
 
     @property
+    def config(self) -> dict:
+        """The configuration it really got, read back once it ran (as ``ManagedSitl.config``:
+        params, param_files by the driver's names, not_applied, ...); {} if the node sent none."""
+        return self.info.get("config", {})
+
+    @property
     def state(self) -> str:
         if self._died is not None:
             return "died"

@@ -70,6 +70,16 @@ def stderr_tail(path: Path, lines: int = STDERR_TAIL) -> str:
     return "\n".join(printable(ln) for ln in data.strip().splitlines()[-lines:])
 
 
+PARAM_COPY_PREFIX = "sitlpool-param-"  # the user's parameter files, as NAME VALUE, in the SITL's cwd
+
+
+def holder_of(owner: str, pid: int | None = None) -> str:
+    """Who holds the session, for its log records: the owner with "pid N" (this process's)
+    added, unless the owner already names it ("sitlpool demo (pid 18691)")."""
+    pid = os.getpid() if pid is None else pid
+    return owner if re.search(rf"\bpid {pid}\b", owner) else f"{owner} pid {pid}"
+
+
 class ManagedSitl(SitlProcess):
     """A SITL launched by sitlpool on a leased instance. The launcher stays its parent, and
     the SITL dies with the launcher's process (a parent-death signal set before exec).
@@ -113,6 +123,10 @@ class ManagedSitl(SitlProcess):
         # each launch its own configuration: files after the tree's defaults, Lua scripts (real SITL),
         # the values of ManagedManager.start's params (written as the last defaults file)
         self.param_files = paramfiles.check_param_files(param_files)
+        # their values, read now: each goes to the SITL as a NAME VALUE copy in cwd (neither vehicle
+        # reads QGroundControl's tab format or Mission Planner's NAME,VALUE as --defaults)
+        self._param_file_values = [paramfiles.parse_param_file(p) for p in self.param_files]
+        self._param_copies: list[str] = []  # their copies' names in cwd, once written
         self.scripts = paramfiles.check_scripts(scripts, self.settings, self.binary)
         self.launch_params: dict[str, float] = {}
         self.launch_parm: str | None = None  # its file's name in cwd, once written
@@ -150,13 +164,33 @@ class ManagedSitl(SitlProcess):
     def _binary(self) -> Path | None:
         return self.binary
 
-    def _defaults_files(self) -> list[str]:
+    def _base_defaults(self) -> list[str]:
+        """The defaults files before the user's: given, SITLPOOL_SITL_DEFAULTS, or the tree's."""
         files = self.defaults
         if files is None and self.settings.sitl_defaults:
             files = [f for f in self.settings.sitl_defaults.split(",") if f]
         if files is None and self._binary:
             files = [str(p) for p in tree_defaults(self._binary, self.model)]
-        return list(files or []) + [str(p) for p in self.param_files]
+        return list(files or [])
+
+    def _defaults_files(self) -> list[str]:
+        """The defaults files and then the user's parameter files (by their own paths)."""
+        return self._base_defaults() + [str(p) for p in self.param_files]
+
+    def _write_param_copies(self, cwd_fd: int) -> list[str]:
+        """Each user parameter file as ``NAME VALUE`` lines in cwd (``sitlpool-param-N.parm``, in
+        order), an earlier launch's copies removed; their names."""
+        for old in os.listdir(cwd_fd):
+            if old.startswith(PARAM_COPY_PREFIX) and old.endswith(".parm"):
+                os.unlink(old, dir_fd=cwd_fd)
+        names = []
+        for i, (src, values) in enumerate(zip(self.param_files, self._param_file_values), 1):
+            name = f"{PARAM_COPY_PREFIX}{i}.parm"
+            with open(pidfiles.open_new(name, dir_fd=cwd_fd), "w") as f:
+                f.write(f"# written by sitlpool for this launch: {src} as NAME VALUE\n")
+                f.writelines(f"{k} {v:.9g}\n" for k, v in values.items())
+            names.append(name)
+        return names
 
     def _command(self, n: int) -> list[str]:
         binary = self._binary
@@ -164,7 +198,9 @@ class ManagedSitl(SitlProcess):
         cmd += ["-I", str(n), "--model", self.model, "--speedup", f"{self.speedup:g}"]
         if self.home:
             cmd += ["--home", self.home]
-        files = self._defaults_files()
+        files = self._base_defaults()
+        if self.cwd is not None:
+            files += [str(self.cwd / name) for name in self._param_copies]
         if self.launch_parm and self.cwd is not None:
             files.append(str(self.cwd / self.launch_parm))
         if files:
@@ -269,6 +305,7 @@ class ManagedSitl(SitlProcess):
             try:
                 try:  # scripts/ and sitlpool-launch.parm: this launch's, never an earlier one's
                     self.launch_parm = paramfiles.write_run_files(cwd_fd, self.scripts, self.launch_params)
+                    self._param_copies = self._write_param_copies(cwd_fd)
                 except OSError as e:
                     raise ProcessError(
                         f"cannot write the SITL's configuration into {self.cwd}: {e.strerror or e}; "
@@ -378,7 +415,7 @@ class ManagedSitl(SitlProcess):
             argv=self.argv,
             binary_version=getattr(self.link, "autopilot_version", None),
             start=self.started_at,
-            holder=f"{self.owner} pid {os.getpid()}",
+            holder=holder_of(self.owner),
         )
         self._kept_logs = keeplogs.collect(self.settings.data_dir, self.cwd / "logs", fields, f"{self.name}: ")
 

@@ -83,14 +83,23 @@ def mission(preset: str = "", description: str = "a square of 4 waypoints 50 m a
 
 def failsafe_test(preset: str = "", kind: str = "battery_low", altitude_m: str = "20") -> str:
     """Inject a failure in flight and check the failsafe ArduCopter takes."""
+    gcs = kind == "gcs_loss"
+    slow = (
+        " Keep speedup <= 4 for gcs_loss: sitlpool's GCS heartbeat is once a wall second, so above 4 it is "
+        "more than FS_GCS_TIMEOUT of sim time between two and the failsafe fires without any injection."
+        if gcs
+        else ""
+    )
     return f"Test the {kind} failsafe with sitlpool:\n" + _steps(
-        OPEN.format(open_args=_open_args(preset)) + ".",
+        OPEN.format(open_args=_open_args(preset, "speedup=4" if gcs else "")) + "." + slow,
         READY + ".",
         GUIDED + f', takeoff(altitude_m={altitude_m}), wait_until(condition="altitude_above", '
         f"value={altitude_m}*0.95, timeout_s=55).",
         "list_failures(session_id): the kinds, whether this vehicle has their SIM_* parameters, the failsafe "
-        "parameters and ArduCopter's measured reaction: that is what to expect.",
-        f'inject_failure(session_id, kind="{kind}"), then wait_until(condition="failsafe", timeout_s=55).',
+        "parameters and ArduCopter's measured reaction: that is what to expect. A failsafe whose enabling "
+        "parameter is 0 does nothing: set_param(session_id, name, 1) it first (FS_GCS_ENABLE for gcs_loss).",
+        f'inject_failure(session_id, kind="{kind}"); if its answer has a `warning`, set_param the parameter it '
+        'names (e.g. FS_GCS_ENABLE 1 for gcs_loss). Then wait_until(condition="failsafe", timeout_s=55).',
         "snapshot(session_id): the mode it switched to (RTL, LAND, SmartRTL ...); compare with what list_failures "
         'expected. wait_until(condition="disarmed", timeout_s=55), repeated, until it is down.',
         f'clear_failure(session_id, kind="{kind}").',

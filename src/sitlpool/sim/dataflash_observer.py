@@ -76,6 +76,8 @@ class DataFlashObserver(VehicleObserver):
             alt=v.origin_alt + v.alt,
             rel_home_alt=v.rel_alt,
             rel_origin_alt=v.alt,
+            roll=v.roll,  # degrees, as ATTITUDE's lean (wind, a failed motor) and real ATT.Roll
+            pitch=v.pitch,
             yaw=v.heading,
             climb=-v.vd,
             des_alt=v.target[2] if v.target else None,

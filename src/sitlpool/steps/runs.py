@@ -35,6 +35,7 @@ MAX_TIME_LIMIT_S = 86400.0
 # "repeats exactly": every held position the same to the centimetre, i.e. within one unit of
 # MAVLink's 1e-7 degree position in each axis (1.1 cm north, 0.9 cm east at 35 degrees: 1.5 cm at most)
 POSITION_TOLERANCE_M = 0.015
+REPRO_WAIT_S = 60.0  # repro of a run of this process whose steps ended waits this long for its recipe
 
 
 class UnknownRun(SitlpoolError):
@@ -245,9 +246,10 @@ class StepRuns:
                 raise
             return doc
         d = run.result.as_dict()
-        if run.result.done and not run.finished.is_set():
-            d["done"] = False  # still closing its session and keeping its logs
+        if not run.finished.is_set() and (run.result.done or d.get("state") in ("done", "failed", "aborted")):
+            d["done"] = False  # still closing its session, keeping its logs and writing its recipe
             d["closing"] = True
+            d["state"] = "closing"
         return d
 
     def load(self, run_id: str) -> dict | None:
@@ -281,6 +283,11 @@ class StepRuns:
     def find(self, *, run_id=None, log_id=None, session_id=None) -> tuple[dict, dict]:
         """``(run document, recipe)`` of a finished run named by its id, its session or a log it left."""
         if run_id is not None:
+            run = self.runs.get(run_id) if isinstance(run_id, str) else None
+            if run is not None and not run.finished.is_set():
+                if not run.result.done:
+                    raise UnknownRun(f"step run {run_id} is still flying; repro it once it has finished (steps_status)")
+                run.finished.wait(REPRO_WAIT_S)  # its steps ended: its session closing, its recipe being written
             doc = self.load(run_id)
             if doc is None:
                 raise UnknownRun(f"no finished step run {str(run_id)[:40]!r} under {self.root}")

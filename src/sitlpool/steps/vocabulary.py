@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import world
-from ..conditions import CONDITIONS
+from ..conditions import CONDITIONS, check_value
 from ..errors import SitlpoolError
+from ..flight import MAX_ALTITUDE_M, check_finite
 from ..mavlink import mission, params, rc
+from ..mavlink.mission_items import what_to_send
 
 MAX_STEPS = 10000
 HOLD = "hold_s"
@@ -274,12 +276,34 @@ def check_step(i: int, step: Any) -> tuple[str, dict]:
         t = args.get("timeout_s", 30)
         if not 0 <= t <= 86400:
             raise StepError(f"{where} (wait_until): timeout_s {t!r} must be sim seconds from 0 to 86400")
-    if name in ("inject_failure", "clear_failure"):
-        try:
-            world.check_kind(args["kind"])
-        except SitlpoolError as e:
-            raise StepError(f"{where} ({name}): {e}") from None
+    try:
+        _check_values(name, {**tool.optional, **args})
+    except SitlpoolError as e:
+        raise StepError(f"{where} ({name}): {e}") from None
     return name, {**tool.optional, **args}
+
+
+def _check_values(name: str, a: dict) -> None:
+    """The checks a tool makes of its values that need no vehicle, made before anything launches
+    (a batch of 1000 runs would otherwise launch 1000 SITLs to fail at this step)."""
+    if name in ("inject_failure", "clear_failure"):
+        world.check_kind(a["kind"])
+    elif name == "goto":
+        check_finite(a["lat"], "goto latitude", -90, 90, "degrees")
+        check_finite(a["lon"], "goto longitude", -180, 180, "degrees")
+        check_finite(a["altitude_m"], "goto altitude", 0, MAX_ALTITUDE_M, "m above home")
+    elif name == "set_wind":
+        world.wind_params(a["speed_m_s"], a["direction_deg"], a["turbulence"], a["profile"])
+    elif name == "set_speedup":
+        world.check_speedup(a["speedup"])
+    elif name == "set_params":
+        params.check_values(dict(a["values"]))
+    elif name == "set_param":
+        params.check_values({a["name"]: a["value"]})
+    elif name == "upload_mission":
+        what_to_send(a["items"], a["waypoints"], a["plan"], a["fence"], a["rally"])
+    elif name == "wait_until":
+        check_value(a["condition"], a["value"])
 
 
 def validate_steps(steps: Any) -> list[tuple[str, dict]]:

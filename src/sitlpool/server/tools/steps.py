@@ -56,7 +56,7 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
 
     @mcp.tool(annotations=RO)
     async def steps_status(run_id: str) -> dict:
-        """A step run's progress: state (running, done, failed, aborted), steps done of total, the current step,
+        """A step run's progress: state (running, closing, done, failed, aborted), steps done of total, the current step,
         each step's outcome with its sim times, the vehicle's sim time, ok, and once its session is closed the log
         ids and recipe; a repro run's comparison with the original (log summaries, positions, exact or not)."""
         return await call(runs.status, run_id)
