@@ -337,7 +337,9 @@ EXPECT["skips"]["texts"] = lambda t: "Skipping invalid cmd #210" in t and "Delay
 TOLERANCES = {
     "nav_delay_s": 0.3,
     "condition_delay_s": 0.3,
-    "condition_yaw_heading": 4,
+    # sampled at the end of the NAV_DELAY after it: our yaw slews without ArduCopter's acceleration
+    # (docs/builtin-vehicle.md), so it is further on: 329 vs 319-320 in every CI run
+    "condition_yaw_heading": 12,
     "relative_yaw_heading": 4,
     "spline_7_closest_m": 1.5,
     "spline_8_closest_m": 1.5,
