@@ -296,6 +296,10 @@ def test_world_fence_avoidance(records, name, kind):
     expect = EXPECT[name]
     if _polygon_stop_unseen(name, kind, rec):
         expect = {k: v for k, v in expect.items() if k not in STOP_KEYS}
+    elif name == "avoid_polygon" and kind == "arducopter":
+        # where along the north edge real's slide first pauses depends on its target stream's timing
+        # in a full run (29.2 m once, 38.0 alone): its stop 2 m inside the north edge is what is checked
+        expect = {k: v for k, v in expect.items() if k != "stop_east_m"}
     bad = check(rec, expect)
     assert not bad, f"{name} on {kind}: " + "; ".join(bad) + f"\n(record: {rec})"
 
@@ -314,9 +318,14 @@ def _polygon_stop_unseen(name: str, kind: str, rec: dict) -> bool:
 @pytest.mark.parametrize("name,kind", cases(SCENARIOS, XFAIL_DIFF, kinds=("diff",)))
 def test_world_fence_avoidance_same_as_arducopter(records, name, kind):
     real = records.get(name, "arducopter")
-    if _polygon_stop_unseen(name, "arducopter", real):
+    if name == "avoid_polygon":  # see test_world_fence_avoidance: the slide's pause point is timing
         ours = records.get(name, "builtin")
-        diff = differences(ours, real, TOLERANCES, ignore=STOP_KEYS)
+        diff = differences(
+            ours,
+            real,
+            TOLERANCES,
+            ignore=STOP_KEYS if _polygon_stop_unseen(name, "arducopter", real) else ("stop_east_m",),
+        )
         assert not diff, f"fence {name}: the built-in vehicle differs from ArduCopter:\n" + "\n".join(diff)
         return
     assert_same("fence", name, records, TOLERANCES)
