@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pymavlink.DFReader import FORMAT_TO_STRUCT
 
-from ..logs.reader import FMT_LEN, FMT_TYPE, HEAD, LogFormat
+from ..logs.reader import FMT_LEN, FMT_TYPE, HEAD, LogFormat, message_patterns
 from ..logs.sitldir import BIN_NAME
 
 # (plot, unit, the series it draws); a series is TYPE.Field, instance 0 of a multi-instance type
@@ -243,23 +243,9 @@ class LiveLog:
             self._compile()
 
     def _compile(self) -> None:
-        groups: dict[tuple[int, bool], list[int]] = {}
         want = set(self.formats)  # the plotted types (the only ones decoded)
-        for ty, n in self._lens.items():
-            groups.setdefault((n, ty in want), []).append(ty)
-
-        def alt(items) -> bytes:
-            return b"|".join(
-                b"[" + b"".join(re.escape(bytes([t])) for t in tys) + b"]" + b".{%d}" % (n - 3) for (n, _), tys in items
-            )
-
-        w = [(k, v) for k, v in groups.items() if k[1]]
-        o = [(k, v) for k, v in groups.items() if not k[1]]
-        parts = [b"(" + HEAD + b"(?:" + alt(w) + b"))"]  # findall: a plotted type's message, else b""
-        if o:
-            parts.append(HEAD + b"(?:" + alt(o) + b")")
-        self._capture = re.compile(b"|".join(parts), re.S) if w else None
-        self._chain = re.compile(b"(?:" + HEAD + b"(?:" + alt(groups.items()) + b"))*+", re.S)
+        capture, self._chain = message_patterns(self._lens, want)
+        self._capture = capture if want & set(self._lens) else None
 
     # ---- one point from the tail ----------------------------------------------------
 

@@ -144,7 +144,7 @@ def _counter(lens: dict[int, int]) -> re.Pattern:
     return re.compile(HEAD + b"(?=(.))(?:" + alt + b")", re.S)
 
 
-def _pattern(lens: dict[int, int], want: set[int]) -> tuple[re.Pattern, re.Pattern]:
+def message_patterns(lens: dict[int, int], want: set[int]) -> tuple[re.Pattern, re.Pattern]:
     """``(capture, chain)``: ``capture.findall`` gives the messages of the ``want`` types
     (empty bytes for the others) along the chain; ``chain.match`` ends where the chain
     breaks, its group 1 being the last whole message."""
@@ -258,7 +258,7 @@ class LogReader:
         want = {FMT_TYPE}
         self.formats.clear()
         self.by_name.clear()
-        capture, chain = _pattern(lens, want)
+        capture, chain = message_patterns(lens, want)
         counter = _counter(lens) if counts is not None else None
         buf = b""
         base = 0  # file offset of buf[0]
@@ -307,7 +307,7 @@ class LogReader:
                         out.append((f, raw))
                     i = stop
                     if new:
-                        capture, chain = _pattern(lens, want)
+                        capture, chain = message_patterns(lens, want)
                         counter = _counter(lens) if counts is not None else None
                         continue
                     break
