@@ -34,6 +34,7 @@ from .leases import LeasePool
 from .mavlink.recorder import attach
 from .process import ManagedManager, ManagedSitl, UnmanagedManager, UnmanagedSitl
 from .process.managed import stderr_tail
+from .world import held_elsewhere
 
 if TYPE_CHECKING:
     from .fleet.testing import FleetManager
@@ -278,7 +279,7 @@ def _draw(link, path: Path, title: str) -> Path:
     """The flight picture of ``link`` as a PNG at ``path``. A link a Ray node holds (a fleet's
     ``RemoteLink``, which has ``on_node``, looked up on its class as its ``__getattr__`` forwards
     every name) draws on the node, where its flight recorder is."""
-    if callable(getattr(type(link), "on_node", None)):
+    if held_elsewhere(link):
         png, _ = link.on_node(picture.of_link, None, title)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)

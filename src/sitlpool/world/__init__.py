@@ -17,7 +17,7 @@ the reaction next to each failure.
 
 from __future__ import annotations
 
-from .core import WIND_PARAMS, World, apply_params, elsewhere, link_of, sim_time_s, world_of
+from .core import WIND_PARAMS, World, apply_params, elsewhere, held_elsewhere, link_of, sim_time_s, world_of
 from .failures import (
     KINDS,
     REACTS_WITH,
@@ -62,6 +62,7 @@ __all__ = [
     "check_speedup",
     "clear_failure",
     "elsewhere",
+    "held_elsewhere",
     "failure_params",
     "felt_wind",
     "inject_failure",

@@ -31,12 +31,19 @@ def link_of(x: Any):
     raise SitlpoolError("needs a vehicle link (a VehicleLink, a Flight or a session with a link)")
 
 
-def elsewhere(link: Any) -> Callable[..., Any] | None:
-    """How to reach the world of a vehicle that another process holds the link of (a Ray
-    node's, through the fleet's ``RemoteLink``): its ``world_call(name, *args, **kw)`` runs
-    ``sitlpool.world.<name>`` there on the real link. None for a link of this process.
+def held_elsewhere(link: Any) -> bool:
+    """Whether another process holds ``link`` (a Ray node's, through the fleet's ``RemoteLink``,
+    which runs functions there: ``on_node(fn, ...)`` and ``world_call(name, ...)``). The one
+    test of it for every layer above (MCP tools, the pytest plugin, the world's functions).
     Looked up on the class: a forwarding ``__getattr__`` answers every name."""
-    return link.world_call if callable(getattr(type(link), "world_call", None)) else None
+    return callable(getattr(type(link), "on_node", None))
+
+
+def elsewhere(link: Any) -> Callable[..., Any] | None:
+    """How to reach the world of a vehicle that another process holds the link of
+    (``held_elsewhere``): its ``world_call(name, *args, **kw)`` runs ``sitlpool.world.<name>``
+    there on the real link. None for a link of this process."""
+    return link.world_call if held_elsewhere(link) else None
 
 
 # ---- what one link knows of its world: sim time, wind, failures ----------------------------

@@ -10,6 +10,7 @@ from mcp_types import ToolAnnotations
 from ...errors import SessionError
 from ...mavlink.recorder import recorder_for
 from ...sessions import Sessions
+from ...world import held_elsewhere as remote  # a Ray node's link (fleet.remote.RemoteLink)
 
 RO = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ACT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -28,12 +29,6 @@ def session_link(sessions: Sessions, session_id: str):
     if not remote(s.link):  # a Ray node's link has no recorder here (its listeners cannot cross)
         recorder_for(s.link)
     return s.link
-
-
-def remote(link) -> bool:
-    """A link another process holds (a Ray node's, ``fleet.remote.RemoteLink``): looked up on the
-    class, as its forwarding ``__getattr__`` answers every name."""
-    return callable(getattr(type(link), "on_node", None))
 
 
 def live_link(sessions: Sessions, session_id: str):
