@@ -33,7 +33,7 @@ from .errors import SitlpoolError
 from .leases import LeasePool
 from .mavlink.recorder import attach
 from .process import ManagedManager, ManagedSitl, UnmanagedManager, UnmanagedSitl
-from .process.managed import stderr_tail
+from .process.output import stderr_tail
 from .world import held_elsewhere
 
 if TYPE_CHECKING:

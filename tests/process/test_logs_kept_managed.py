@@ -151,7 +151,7 @@ import os, subprocess, sys, time
 from sitlpool import pidfiles, procinfo
 from sitlpool.config import load_settings
 from sitlpool.leases import LeasePool
-from sitlpool.process.managed import builtin_command
+from sitlpool.process.binaries import builtin_command
 s = load_settings()
 lease = LeasePool.from_settings(s).acquire("old launcher")
 n = lease.instance

@@ -147,7 +147,7 @@ def test_bad_binary_is_a_clear_error(manager, settings, instances):
 
 
 def test_tree_defaults_for_a_real_binary(tmp_path, settings):
-    from sitlpool.process.managed import tree_defaults
+    from sitlpool.process.binaries import tree_defaults
 
     tree = tmp_path / "ardupilot"
     b = tree / "build" / "sitl" / "bin" / "arducopter"
@@ -198,7 +198,7 @@ import os, subprocess, sys, time
 from sitlpool import pidfiles, procinfo
 from sitlpool.config import load_settings
 from sitlpool.leases import LeasePool
-from sitlpool.process.managed import builtin_command
+from sitlpool.process.binaries import builtin_command
 s = load_settings()
 lease = LeasePool.from_settings(s).acquire("old launcher")
 n = lease.instance

@@ -17,7 +17,7 @@ from sitlpool.instances import ports
 from sitlpool.leases import LeasePool
 from sitlpool.ports import bound
 from sitlpool.process import ManagedManager, ManagedSitl, UnmanagedManager, reap_orphans
-from sitlpool.process.managed import tree_defaults
+from sitlpool.process.binaries import tree_defaults
 
 SPEEDUP = 5
 

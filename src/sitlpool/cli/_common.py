@@ -11,7 +11,7 @@ from typing import IO, Any, NoReturn, TypeVar
 
 from ..errors import SitlpoolError
 from ..instances import parse_instance, parse_port, strict_int
-from ..process.managed import printable
+from ..process.output import printable
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 

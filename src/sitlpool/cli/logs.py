@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..instances import strict_int
-from ..process.managed import printable
+from ..process.output import printable
 from ._common import EXIT_ERROR, EXIT_OK, _number, err, say, seconds_arg
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..fleet import cli as fleet_cli
 from ..leases import format_age
-from ..process.managed import printable
+from ..process.output import printable
 from ..statefile import describe
 from ..status import pool_status
 from ._common import EXIT_OK

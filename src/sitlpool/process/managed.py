@@ -23,51 +23,11 @@ from ..ports import probe
 from ..statefile import StateWriter, start_writer
 from . import keeplogs, paramfiles
 from .base import ProcessManager, SitlProcess, Status
-from .binaries import (  # noqa: F401  (re-exported: callers import them from here)
-    REAL_MAX_INSTANCE,
-    argv_instance,
-    binary_for_model,
-    builtin_command,
-    is_sitl_process,
-    resolve_binary,
-    tree_defaults,
-)
-from .reaping import (  # noqa: F401  (re-exported: callers import them from here)
-    KILL_GRACE_S,
-    KillReport,
-    ReapReport,
-    kill_instance,
-    kill_target,
-    reap_locked,
-    reap_orphans,
-)
+from .binaries import REAL_MAX_INSTANCE, builtin_command, resolve_binary, tree_defaults
+from .output import stderr_tail
+from .reaping import KILL_GRACE_S, ReapReport, reap_locked
 
 log = logging.getLogger("sitlpool.managed")
-STDERR_TAIL = 8
-
-
-# terminal escape sequences (CSI, OSC, others) and the remaining control characters
-_ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
-    r"|\x1b[ -/]*[0-~]"
-)
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """``text`` without terminal escape sequences; other control characters shown as '?'
-    (a binary's raw output must not drive the terminal of whoever reads our error)."""
-    text = _ESCAPES.sub("", text.replace("\r\n", "\n"))
-    return _CONTROLS.sub("?", text.replace("\t", " "))
-
-
-def stderr_tail(path: Path, lines: int = STDERR_TAIL) -> str:
-    """The last ``lines`` lines of a SITL's stderr, made safe to print."""
-    try:
-        data = path.read_bytes()[-8192:].decode(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(printable(ln) for ln in data.strip().splitlines()[-lines:])
 
 
 PARAM_COPY_PREFIX = "sitlpool-param-"  # the user's parameter files, as NAME VALUE, in the SITL's cwd
