@@ -24,6 +24,7 @@ from sitlpool.mavlink import forward, mission, params
 from sitlpool.mavlink.forward import Forwarder, parse_output
 from sitlpool.mavlink.link import A, VehicleLink
 from sitlpool.mavlink.recorder import recorder_for
+from sitlpool.mavlink.watch_answers import TEXT_EVERY_S
 from sitlpool.sessions import Sessions
 
 ALT_HOLD, GUIDED, LAND = 2, 4, 9  # ArduCopter custom modes
@@ -393,7 +394,14 @@ def test_sitlpool_watch_forwards_read_only_and_follows_the_rules_of_attach(
         assert w.wait("HEARTBEAT", lambda m: m.get_srcSystem() == 1, timeout=30)
         assert "read-only" in cli.stdout.readline()
         w.m.mav.command_long_send(1, 1, A.MAV_CMD_DO_SET_MODE, 0, 1, GUIDED, 0, 0, 0, 0, 0)
-        w.wait("STATUSTEXT", lambda m: "read-only watch" in m.text)
+        said = w.wait("STATUSTEXT", lambda m: "read-only watch" in m.text)
+        assert said.text == "sitlpool: read-only watch, DO_SET_MODE dropped" and said.id == 0, said
+        # a refusal longer than STATUSTEXT's 50 bytes comes whole, as MAVLink 2 chunks sharing an id
+        time.sleep(TEXT_EVERY_S)  # one refusal text per watcher every TEXT_EVERY_S
+        w.m.mav.command_long_send(1, 1, A.MAV_CMD_PREFLIGHT_REBOOT_SHUTDOWN, 0, 1, 0, 0, 0, 0, 0, 0)
+        first = w.wait("STATUSTEXT", lambda m: m.id != 0 and m.chunk_seq == 0, timeout=15)
+        rest = w.wait("STATUSTEXT", lambda m: m.id == first.id and m.chunk_seq == 1)
+        assert first.text + rest.text == "sitlpool: read-only watch, PREFLIGHT_REBOOT_SHUTDOWN dropped"
         time.sleep(0.5)
         assert agent.vehicle.mode == "STABILIZE"
         assert agent.get_param("RTL_ALT") == 1500 and agent.connected  # the agent's link is untouched

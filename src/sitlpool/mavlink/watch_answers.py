@@ -79,11 +79,29 @@ class Watcher:
     read: int = 0  # bytes read in it
     paused_until: float = 0.0  # a flood: unread until then
     last_text: float = 0.0
+    texts_sent: int = 0  # STATUSTEXTs of ours to it: each long one's chunks carry this as their id
     ask_window: float = 0.0  # the start of the current second of requests passed on
     asked: int = 0
     refused: int = 0  # messages dropped read-only
     missions: dict = field(default_factory=dict)  # mission type -> the vehicle's items as downloaded
     closed: bool = False
+
+
+TEXT_CHUNK = 50  # STATUSTEXT's text field
+
+
+def statustexts(severity: int, text: str, msg_id: int) -> list:
+    """``text`` as STATUSTEXT messages: one if it fits, else MAVLink 2's chunks of 50 bytes
+    sharing a nonzero ``id`` with ``chunk_seq`` 0, 1, ... (ground stations join them; a text
+    that fills its last chunk exactly is ended by an empty one, as the spec's reader expects a NUL)."""
+    data = text.encode()
+    if len(data) <= TEXT_CHUNK:
+        return [A.MAVLink_statustext_message(severity, data)]
+    chunks = [data[i : i + TEXT_CHUNK] for i in range(0, len(data), TEXT_CHUNK)]
+    if len(chunks[-1]) == TEXT_CHUNK:
+        chunks.append(b"")
+    msg_id = (msg_id - 1) % 65535 + 1  # never 0: that means a text of one message
+    return [A.MAVLink_statustext_message(severity, c, msg_id, i) for i, c in enumerate(chunks)]
 
 
 def _parser():
@@ -156,8 +174,9 @@ class Answers:
         if now - w.last_text < TEXT_EVERY_S:
             return
         w.last_text = now
-        text = f"sitlpool: read-only watch, {what} dropped"[:50]
-        self._send_to(w, A.MAVLink_statustext_message(A.MAV_SEVERITY_WARNING, text.encode()))
+        w.texts_sent += 1
+        for msg in statustexts(A.MAV_SEVERITY_WARNING, f"sitlpool: read-only watch, {what} dropped", w.texts_sent):
+            self._send_to(w, msg)
 
     def _ftp_nak(self, w: Watcher, m) -> None:
         """MAVLink FTP is refused (NAK, ERR_Fail): its sessions are the link's, which the agent
