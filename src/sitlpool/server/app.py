@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp_types import ListToolsResult
+from pydantic import ValidationError
 
 from ..errors import SitlpoolError
 from ..sessions import Sessions
@@ -26,8 +27,38 @@ from .tools import register_all
 log = logging.getLogger("sitlpool.server")
 
 
+def argument_errors(tool: str, exc: ValidationError) -> str:
+    """The SDK's multi-line argument validation error as one line naming each argument, what
+    it got and what it takes. A null where a number is due is what NaN and infinity become in
+    JSON (the Python MCP client sends them so): said as such."""
+    parts = []
+    for e in exc.errors(include_url=False):
+        name = ".".join(str(x) for x in e.get("loc", ())) or "arguments"
+        given = e.get("input")
+        if given is None and e.get("type") in ("float_type", "int_type", "float_parsing", "int_parsing"):
+            parts.append(f"{name} is null: give a finite number (NaN and infinity arrive as null in JSON)")
+        elif e.get("type") == "missing":
+            parts.append(f"{name} is missing")
+        else:
+            shown = repr(given)
+            parts.append(f"{name} {shown[:60]}{'...' if len(shown) > 60 else ''}: {e.get('msg', 'invalid')}")
+    return f"{tool}: " + "; ".join(parts)
+
+
+class Server(MCPServer):
+    """The SDK's server, its argument validation errors said in one line (``argument_errors``)."""
+
+    async def call_tool(self, name, arguments, context=None):  # type: ignore[no-untyped-def]
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError):
+                raise ToolError(argument_errors(name, e.__cause__)) from None
+            raise
+
+
 def build(sessions: Sessions) -> MCPServer:
-    mcp = MCPServer(NAME, instructions=INSTRUCTIONS, version=version())
+    mcp = Server(NAME, instructions=INSTRUCTIONS, version=version())
 
     def after_start(fn, a, kw):
         sessions.wait_started()  # orphans are reaped (in the background) before any tool acts
