@@ -36,6 +36,7 @@ from .commands import cmd_attach, cmd_demo, cmd_kill, cmd_reap, cmd_run, cmd_ser
 from .dashboard import add_parser as add_dashboard_parser
 from .fly import add_parser as add_fly_parser
 from .logs import add_parser as add_logs_parser
+from .mission import add_parser as add_mission_parser
 from .presets import add_parser as add_presets_parser
 from .status import cmd_status, program_name, status_doc, status_table
 from .watch import add_parser as add_watch_parser
@@ -162,6 +163,7 @@ def parser() -> argparse.ArgumentParser:
     add_presets_parser(sub)
     add_watch_parser(sub)
     add_ab_parser(sub)
+    add_mission_parser(sub)
     return p
 
 

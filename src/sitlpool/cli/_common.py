@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import IO, Any, NoReturn, TypeVar
 from ..errors import SitlpoolError
 from ..instances import parse_instance, parse_port, strict_int
 from ..process.output import printable
+from ..procinfo import ppid
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -201,4 +203,26 @@ def preset_variants(name: str | None, variants: dict, allowed: tuple[str, ...]) 
         given = {x: y for x, y in v.items() if x in ("params", "param_files", "model", "home", "speedup")}
         merged = session_options(argparse.Namespace(preset=name), given, allowed, "an A/B batch")
         out[k] = {**v, **merged}
+    return out
+
+
+def plain(x: Any) -> Any:
+    """JSON has no NaN or infinity (a log's float fields may hold them): null, "inf", "-inf"."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else str(x)
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    return x
+
+
+def ancestors() -> set[int]:
+    """This process and its parents (``sitlpool run -- sitlpool watch {instance} --control`` or ``mission upload``:
+    the lease is held by ``sitlpool run``)."""
+    out: set[int] = set()
+    pid = os.getpid()
+    while pid and pid not in out and len(out) < 64:
+        out.add(pid)
+        pid = ppid(pid) or 0
     return out

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..instances import strict_int
 from ..process.output import printable
-from ._common import EXIT_ERROR, EXIT_OK, _number, err, say, seconds_arg
+from ._common import EXIT_ERROR, EXIT_OK, _number, err, plain, say, seconds_arg
 
 if TYPE_CHECKING:
     from ..logs import LogStore
@@ -68,19 +68,8 @@ def budget_arg(text: str) -> float:
 # ---- output -------------------------------------------------------------------------------------
 
 
-def _plain(x: Any) -> Any:
-    """JSON has no NaN or infinity (a log's float fields may hold them): null, "inf", "-inf"."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None if math.isnan(x) else str(x)
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    return x
-
-
 def _json(doc: Any) -> int:
-    print(json.dumps(_plain(doc), indent=2))
+    print(json.dumps(plain(doc), indent=2))
     return EXIT_OK
 
 

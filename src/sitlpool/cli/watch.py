@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import time
 
 from ..config import load_settings
@@ -20,8 +19,7 @@ from ..errors import ConfigError, SitlpoolError
 from ..leases import LeasePool
 from ..process import UnmanagedManager
 from ..process.unmanaged import local_instance_of
-from ..procinfo import ppid
-from ._common import EXIT_DIED, EXIT_OK, _typed, err, say, target_arg, timeout_arg
+from ._common import EXIT_DIED, EXIT_OK, _typed, ancestors, err, say, target_arg, timeout_arg
 
 log = logging.getLogger("sitlpool.watch")
 STATUS_EVERY_S = 5.0
@@ -70,17 +68,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return w
 
 
-def _ancestors() -> set[int]:
-    """This process and its parents (``sitlpool run -- sitlpool watch {instance} --control``:
-    the lease is held by ``sitlpool run``)."""
-    out: set[int] = set()
-    pid = os.getpid()
-    while pid and pid not in out and len(out) < 64:
-        out.add(pid)
-        pid = ppid(pid) or 0
-    return out
-
-
 def check_control(instance: int | None, endpoint: str | None, force: bool) -> None:
     """The rule of ``attach(control=True)``: refused on an instance someone else leases,
     naming the holder, unless ``force`` (logged). The holder is this process or one of its parents."""
@@ -93,7 +80,7 @@ def check_control(instance: int | None, endpoint: str | None, force: bool) -> No
     if n is None:
         return
     h = LeasePool.from_settings(load_settings(), check=False).holder(n)
-    if h is None or h.pid in _ancestors():
+    if h is None or h.pid in ancestors():
         return
     if not force:
         raise ConfigError(

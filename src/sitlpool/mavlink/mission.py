@@ -229,11 +229,12 @@ def _put_back(link, previous: list | None, unread: str, mtype: int = MISSION) ->
 FORMATS = ("items", "waypoints", "plan")
 
 
-def download(link, format: str = "items", fence: bool = False, rally: bool = False) -> dict:
+def download(link, format: str = "items", fence: bool = False, rally: bool = False, style: dict | None = None) -> dict:
     """The vehicle's mission as plain records (item 1 first) and its home (item 0); or as the
     text of a ``.waypoints`` file (``format="waypoints"``, written as the last uploaded file
     was: Mission Planner's style unless it was MAVProxy's) or of a ``.plan`` (``"plan"``: with
-    the fence and rally points). ``fence``/``rally``: the records also carry those lists."""
+    the fence and rally points). ``fence``/``rally``: the records also carry those lists.
+    ``style``: how to write the file, over the last upload's (e.g. a file read in another process)."""
     if format not in FORMATS:
         raise ConfigError(f"format {show(format)} is not one of {', '.join(FORMATS)}")
     if link.state != "connected":
@@ -266,7 +267,7 @@ def download(link, format: str = "items", fence: bool = False, rally: bool = Fal
         return out
     home_item = file_item_of(got[0]) if got else None
     its = [file_item_of(m) for m in got[1:]]
-    style = _STYLES.get(link, {})
+    style = {**_STYLES.get(link, {}), **(style or {})}
     if format == "waypoints":
         text = missionfiles.write_waypoints(home_item, its, style.get("wpl", "missionplanner"), style.get("newline"))
         return {"format": "waypoints", "count": len(items), "home": home, "text": text}
