@@ -154,6 +154,24 @@ def test_convert_round_trips_between_formats(tmp_path, capsys):
     )  # said, not dropped silently
 
 
+def test_a_plans_null_params_go_through_waypoints_and_back(tmp_path, capsys):
+    """QGroundControl's null ("unchanged", e.g. a takeoff's yaw) is NaN: a .waypoints file
+    writes it "nan", as MAVProxy does, and reads it back as null, not as a bad line."""
+    plan = json.loads(sample("qgroundcontrol.plan"))
+    for it in plan["mission"]["items"]:
+        if it.get("type") == "SimpleItem" and it["command"] in (16, 22):
+            it["params"][3] = None
+    src = tmp_path / "nulls.plan"
+    src.write_text(json.dumps(plan))
+    wp, back = tmp_path / "nulls.waypoints", tmp_path / "back.plan"
+    assert main(["mission", "convert", str(src), "--to", "waypoints", "-o", str(wp)]) == 0
+    assert "\tnan\t" in wp.read_text()
+    assert main(["mission", "convert", str(wp), "--to", "plan", "-o", str(back)]) == 0
+    params = [it["params"] for it in json.loads(back.read_text())["mission"]["items"] if it["command"] in (16, 22)]
+    assert params and all(p[3] is None for p in params), params
+    capsys.readouterr()
+
+
 def test_check_names_lists_and_commands(capsys):
     assert main(["mission", "check", str(DATA / "qgroundcontrol.plan")]) == 0
     out = capsys.readouterr().out

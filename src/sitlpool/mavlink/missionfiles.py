@@ -127,9 +127,11 @@ def read_waypoints(text, what: str = "the .waypoints file") -> MissionFile:
         nums: list[float] = []
         for i in range(4, 11):
             try:
-                nums.append(_finite(float(cols[i]), where, WPL_COLUMNS[i]))
+                v = float(cols[i])
             except ValueError:
                 raise ConfigError(f"{where}: {WPL_COLUMNS[i]} is {show(cols[i])}; it needs a number") from None
+            # param1-4 "nan": unchanged (e.g. a takeoff's yaw), as MAVProxy writes it and a .plan's null
+            nums.append(v if i <= 7 and math.isnan(v) else _finite(v, where, WPL_COLUMNS[i]))
         index, current, frame, command, ac = ints
         if index != len(rows):
             raise ConfigError(f"{where}: item number {index}, expected {len(rows)} (items are numbered from 0)")
