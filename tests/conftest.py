@@ -390,7 +390,28 @@ SLOW_SUBJECTS = ("fleet", "gcs")
 SLOW_MODULES = ("test_chaos_killed_servers.py", "test_docs_fleet_commands.py")
 
 
+def _keep_xdist_groups(config, items) -> None:
+    """``--dist loadgroup`` sends each ``xdist_group`` to one worker by a "@group" suffix that
+    xdist (3.8) puts on ``item._nodeid``; pytest 9.2 keeps node ids in ``item._id`` instead, so
+    the suffix never reaches the scheduler and a group's tests spread over every worker (each
+    then starts its own module vehicles and cluster: pytest-dev/pytest-xdist#1386). The suffix
+    is put where pytest 9.2 reads it; older pytest (no ``coerce_node_id``) needs nothing."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodes import coerce_node_id
+    except ImportError:
+        return
+    for item in items:
+        names = sorted(
+            {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        )
+        if names and not item.nodeid.endswith("@" + "_".join(names)):
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
+
+
 def pytest_collection_modifyitems(config, items):
+    _keep_xdist_groups(config, items)
     for item in items:
         path = Path(str(item.fspath))
         callspec = getattr(item, "callspec", None)
