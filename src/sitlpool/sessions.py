@@ -367,7 +367,15 @@ class Sessions:
             ready_timeout=min(self.settings.ready_timeout_s, MAX_BLOCK_S - wait_s),
         )
         s = self._add(Session(sid, label, h, "managed"))
-        s.options = dict(model=model, speedup=speedup, home=home, params=params, param_files=param_files, binary=binary)
+        s.options = dict(
+            model=model,
+            speedup=speedup,
+            home=home,
+            params=params,
+            param_files=param_files,
+            binary=binary,
+            scripts=scripts,
+        )
         if watch:
             try:
                 s.forwarder = Forwarder(s.link, watch)

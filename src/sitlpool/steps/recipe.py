@@ -78,6 +78,19 @@ def read_param_file(path: str | os.PathLike) -> dict:
     return {"path": str(p), "sha256": hashlib.sha256(data).hexdigest(), "values": values}
 
 
+def script_records(scripts: Any) -> list[dict]:
+    """Lua scripts a SITL ran, ``{"name", "sha256"}`` each (by name: a repro finds them in its own
+    scripts folder, ``SITLPOOL_SCRIPTS_DIR``, and says when the content differs)."""
+    out = []
+    for p in scripts or []:
+        try:
+            digest: str | None = sha256_file(p)
+        except OSError:
+            digest = None
+        out.append({"name": Path(p).name, "sha256": digest})
+    return out
+
+
 def seeds(steps: list, wind: dict | None) -> dict:
     """The wind and failure seeds and failures a program uses (from its steps and launch wind)."""
     out: dict[str, Any] = {}
@@ -112,6 +125,7 @@ def build(*, run_id: str, open_options: dict, binary: dict, param_files: list[di
         "speedup": open_options.get("speedup"),
         "params": open_options.get("params") or {},
         "param_files": [{"path": f["path"], "sha256": f["sha256"], "values": f["values"]} for f in param_files],
+        "scripts": script_records(open_options.get("scripts")),
         "wind": open_options.get("wind"),
         "seeds": seeds(result.steps, open_options.get("wind")),
         "time_limit_s": open_options.get("time_limit_s"),
@@ -243,6 +257,7 @@ def session_recipe(
         "speedup": opts.get("speedup"),
         "params": opts.get("params") or {},
         "param_files": [{"path": f["path"], "sha256": f["sha256"], "values": f["values"]} for f in param_files],
+        "scripts": script_records(opts.get("scripts")),
         "wind": None,
         "seeds": seeds(steps, None),
         "time_limit_s": round((end_s or 0) + END_MARGIN_S, 3),
