@@ -40,6 +40,7 @@ from ..vehicle import Sitl
 from ..world import Pacer, record_open_wind
 from . import logfetch
 from .launch import NodeFiles, Packed
+from .nodesteps import NodeSteps
 
 log = logging.getLogger("sitlpool.fleet.node")
 
@@ -137,8 +138,9 @@ class ClusterWatch:
         self._stop.set()
 
 
-class SitlActor:
+class SitlActor(NodeSteps):
     """One managed SITL on this node, held for a ``RemoteSitl`` (created with resources={"sitl": 1}).
+    Step programs run here too, next to the SITL (``nodesteps.NodeSteps``: steps_start, ...).
 
     ``settings_by_node``: each node's ``settings_values``, read by ``node_settings`` tasks
     (this process then skips importing pydantic-settings). ``launch``: ``Sessions.open``'s
@@ -228,11 +230,7 @@ class SitlActor:
         return "stopped its SITL and released its lease"
 
     def info(self) -> dict:
-        out = self._here({**self.session.info(), "pid": self.session.handle.pid})
-        config = out.get("config")
-        if self.files is not None and config:  # the files by the names they had on the driver
-            out["config"] = {**config, "param_files": [self.files.names.get(p, p) for p in config["param_files"]]}
-        return out
+        return self._here({**self.session.info(), "pid": self.session.handle.pid})
 
     def close(self) -> dict:
         if self.watch is not None:
@@ -338,6 +336,9 @@ class SitlActor:
         snap.update(self.ident)
         if "connect" in snap and self.session.handle.ports is not None:
             snap["connect"] = connect_strings(self.ident["host"], self.session.handle.ports)
+        config = snap.get("config")
+        if self.files is not None and config:  # the files by the names they had on the driver
+            snap["config"] = {**config, "param_files": [self.files.names.get(p, p) for p in config["param_files"]]}
         return snap
 
     def _live(self):

@@ -205,6 +205,21 @@ class RemoteSitl(HandleBase):
     def set_param(self, name: str, value: float) -> float:
         return self._call("link_call", "set_param", (name, value), {})
 
+    # ---- step programs, run on its node (``nodesteps``) -------------------------------
+
+    def steps_start(self, run_id: str, label: str | None, steps: list, time_limit_s: float | None) -> dict:
+        """Start a step program on its node, beside the SITL (timed on the vehicle's clock there)."""
+        return self._call("steps_start", run_id, label, steps, time_limit_s)
+
+    def steps_status(self, seen: int | None = None, wait_s: float = 0.0) -> dict:
+        """The run's progress on its node: ``result`` (``RunResult.as_dict()``), ``version``,
+        ``finished``; answered once a step starts or ends after version ``seen``, or after ``wait_s``."""
+        return self._call("steps_status", seen, wait_s, timeout=wait_s + CALL_TIMEOUT_S)
+
+    def steps_abort(self) -> dict:
+        """Stop the run on its node and close its session there (SITL stopped, logs kept)."""
+        return self._call("steps_abort")
+
     # ---- its logs --------------------------------------------------------------------
 
     def logs(self) -> list[dict]:

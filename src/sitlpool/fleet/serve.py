@@ -8,16 +8,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import ray
 
-from ..errors import SessionError
+from ..errors import SessionError, SitlpoolError
 from ..sessions import ARM_WAIT_READY_S, SessionLike, Sessions
 from .fleet import Fleet
 from .remote import RemoteSitl
 
 log = logging.getLogger("sitlpool.fleet.serve")
+STEPS_POLL_S = 1.0  # a step run on a node: its status asked so (answered at once when a step starts or ends)
 
 
 class RemoteSession:
@@ -87,6 +89,37 @@ class RemoteSession:
 
     def rtl(self) -> dict:
         return self.handle.rtl()
+
+    # ---- step programs: run on its node, next to the SITL (``steps.StepRuns`` calls these) --
+
+    def run_steps_there(self, result: Any, time_limit_s: float | None, abort: threading.Event, on_step=None) -> dict:
+        """Run ``result.steps`` on the node, beside the SITL (``nodesteps``: timed on the
+        vehicle's clock there, no round trip between steps), and mirror their progress into
+        ``result`` (a ``steps.RunResult``) until they end; ``on_step(outcome)`` as a step starts
+        or ends. The node closes the session as they end. Returns the node's last word (the
+        binary flown, the home the vehicle reported) for the run's recipe."""
+        if abort.is_set():
+            result.state, result.ok, result.error = "aborted", False, "aborted"
+            return {}
+        self.handle.steps_start(result.run_id, result.label, result.steps, time_limit_s)
+        seen = None
+        while True:
+            st = self.handle.steps_status(seen, STEPS_POLL_S)
+            self.last_used = time.monotonic()  # a long run is use: the idle reaper leaves it
+            for o in result.mirror(st["result"]):
+                if on_step is not None:
+                    try:
+                        on_step(o)
+                    except Exception:  # a progress printer never stops a run
+                        log.exception("on_step of run %s", result.run_id)
+            seen = st["version"]
+            if st["finished"]:
+                return {k: v for k, v in st.items() if k not in ("result", "version", "finished")}
+
+    def abort_steps(self) -> dict:
+        """Stop its step run on the node and close the session there (SITL stopped, logs kept);
+        a step inside a tool call ends with its link."""
+        return self.handle.steps_abort()
 
 
 class RemotePacer:
@@ -232,10 +265,43 @@ class RaySessions(Sessions):
         super().close_all()
         self.fleet.close()
 
+    def logs_here(self, records: list[dict], dest_dir) -> list[dict]:
+        """Log records of runs on the cluster, each DataFlash log's ``path`` one readable here
+        (``steps.StepRuns`` compares a repro's logs so): ``logs_here``."""
+        return logs_here(self.fleet, records, dest_dir)
+
+
+def logs_here(fleet: Fleet, records: list[dict], dest_dir) -> list[dict]:
+    """``records`` (a run's ``logs``: a node's records carry ``node_id``), each DataFlash log's
+    ``path`` one readable here: the node's own path when this machine sees that file (a loopback
+    cluster: every node is this machine), else a copy fetched from its node into ``dest_dir``
+    (``Fleet.fetch_log``; ``fetched_from`` then names the node's path). A log that cannot be
+    fetched keeps the node's path and says why in ``fetch_error``."""
+    out = []
+    for rec in records:
+        rec = dict(rec)
+        if rec.get("kind") == "bin" and rec.get("node_id") and rec.get("id") and not _here(rec):
+            try:
+                got = fleet.fetch_log(rec["node_id"], rec["id"], dest_dir)
+                rec["fetched_from"], rec["path"] = rec.get("path"), str(got)
+            except SitlpoolError as e:
+                rec["fetch_error"] = str(e)
+        out.append(rec)
+    return out
+
+
+def _here(rec: dict) -> bool:
+    """Whether the node's file of this log record is this machine's (the same size)."""
+    path = Path(rec.get("path") or "/nonexistent")
+    try:
+        return path.is_file() and (rec.get("size") is None or path.stat().st_size == rec["size"])
+    except OSError:
+        return False
+
 
 def ray_sessions(address: str | None, settings=None) -> RaySessions:
     """What ``serve --ray ADDRESS`` uses in place of ``Sessions(settings)``."""
     return RaySessions(address, settings)
 
 
-__all__ = ["RaySessions", "RemotePacer", "RemoteSession", "ray_sessions"]
+__all__ = ["RaySessions", "RemotePacer", "RemoteSession", "logs_here", "ray_sessions"]

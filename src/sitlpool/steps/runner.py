@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .. import conditions, world
@@ -72,6 +72,15 @@ class RunResult:
             return None
         return round(self.sim_time_s - self.sim_time_start_s, 3)
 
+    def mirror(self, d: dict) -> list[StepOutcome]:
+        """Take the progress of this run flown elsewhere (``d``: the ``as_dict()`` of its copy
+        there, a Ray node's); the outcomes new or changed since the last one taken."""
+        for k in MIRRORED:
+            setattr(self, k, d.get(k))
+        before = {(o.index, o.ok) for o in self.outcomes}
+        self.outcomes = [StepOutcome(**{k: o.get(k) for k in OUTCOME_FIELDS}) for o in d.get("outcomes") or []]
+        return [o for o in self.outcomes if (o.index, o.ok) not in before]
+
     def as_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "outcomes"}
         d["outcomes"] = [o.as_dict() for o in self.outcomes]
@@ -80,6 +89,11 @@ class RunResult:
         d["steps_done"] = sum(1 for o in self.outcomes if o.ok is not None)
         d["sim_duration_s"] = self.sim_duration_s
         return d
+
+
+#: what ``RunResult.mirror`` takes from a copy of the run flown elsewhere (its ids, steps and logs are this one's)
+MIRRORED = ("state", "ok", "error", "current_step", "sim_time_start_s", "sim_time_s", "wall_s")
+OUTCOME_FIELDS = tuple(f.name for f in fields(StepOutcome))
 
 
 def position(link) -> dict:
@@ -124,6 +138,11 @@ class Runner:
         on_step: Callable[[StepOutcome], None] | None = None,
     ):
         self.plan = validate_steps(steps)
+        if callable(getattr(session, "run_steps_there", None)):  # its link is a stand-in: the clock is there
+            raise StepError(
+                f"session {session.id} flies on a Ray node: its steps run there, beside its SITL; "
+                "start them with StepRuns (fly_steps), which runs them on its node"
+            )
         if time_limit_s is not None and not (isinstance(time_limit_s, (int, float)) and time_limit_s > 0):
             raise StepError(f"time_limit_s {time_limit_s!r} must be sim seconds above 0")
         self.session = session

@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import world
 from ..config import load_settings
-from ..errors import SessionError, SitlpoolError
+from ..errors import SitlpoolError
 from ..flight import resolve_binary
 from ..sessions import Sessions
 from . import recipe as recipes
@@ -52,6 +52,7 @@ class Run:
     param_files: list[dict]
     thread: threading.Thread | None = None
     original: dict | None = None  # a repro's original run document
+    there: dict | None = None  # a run flown on a Ray node: the node's last word (its binary, home_seen)
     finished: threading.Event = field(default_factory=threading.Event)
 
 
@@ -179,10 +180,15 @@ class StepRuns:
 
     def _run(self, run: Run, limit: float | None, on_step) -> None:
         r = run.result
+        there = getattr(run.session, "run_steps_there", None)  # a session on a Ray node: its steps run there
         try:
-            Runner(run.session, r.steps, time_limit_s=limit, abort=run.abort, result=r, on_step=on_step).run()
-        except Exception as e:  # pragma: no cover - Runner.run says its errors in the result
-            r.state, r.ok, r.error = "failed", False, str(e)
+            if there is not None:
+                run.there = there(r, limit, run.abort, on_step)  # mirrored into r as they go
+            else:
+                Runner(run.session, r.steps, time_limit_s=limit, abort=run.abort, result=r, on_step=on_step).run()
+        except Exception as e:  # Runner.run says its errors in the result; a node's run may fail to start or answer
+            r.state, r.ok = ("aborted" if run.abort.is_set() else "failed"), False
+            r.error = "aborted" if run.abort.is_set() else str(e) or type(e).__name__
         try:
             self._finish(run)
         except Exception as e:  # pragma: no cover - the run's record must still be written
@@ -193,26 +199,34 @@ class StepRuns:
 
     def _finish(self, run: Run) -> None:
         r, s = run.result, run.session
-        version = getattr(s.link, "autopilot_version", None) if s.link is not None else None
+        remote = hasattr(s, "kept_records")  # a session on a Ray node: its logs are kept there
+        version = getattr(s.link, "autopilot_version", None) if s.link is not None and not remote else None
         try:
             self.sessions.close(s.id)
-        except SessionError:
-            pass  # closed already (abort_steps)
+        except SitlpoolError:
+            pass  # closed already (abort_steps), or its node gone: what it left is still recorded
         join = getattr(s.handle, "join", None)
         if join is not None:
             join(10.0)
-        kept = list(getattr(s.handle, "kept_logs", []) or [])
-        r.log_ids = [k.id for k in kept]
+        kept = [] if remote else list(getattr(s.handle, "kept_logs", []) or [])
         r.logs = [{"id": k.id, "kind": k.kind, "path": k.path} for k in kept]
-        binary = resolve_binary(self.sessions.settings, run.options["model"])
+        if remote:  # the node's records (node_id, host, its path there: compared here, or fetched)
+            r.logs = [dict(k) for k in s.kept_records if k.get("id") != "live"]
+        r.log_ids = [k["id"] for k in r.logs]
+        there = run.there or {}  # a run on a Ray node: its binary and home, read there
+        binary = there.get("binary") or recipes.binary_info(
+            resolve_binary(self.sessions.settings, run.options["model"]), version
+        )
         doc = recipes.build(
             run_id=run.id,
             open_options=run.options,
-            binary=recipes.binary_info(binary, version),
+            binary=binary,
             param_files=run.param_files,
             result=r,
             session=s,
         )
+        if there.get("home_seen"):
+            doc["home_seen"] = there["home_seen"]
         d = self.root / run.id
         recipes.write_json(d / "recipe.json", doc)
         r.recipe = str(d / "recipe.json")
@@ -223,7 +237,15 @@ class StepRuns:
                 pass
             break
         if run.original is not None:
-            r.comparison = compare_runs(run.original, r.as_dict(), doc)
+            original, new = run.original, r.as_dict()
+            here = getattr(self.sessions, "logs_here", None)  # logs kept on Ray nodes: each one readable here
+            if here is not None:
+                original = {**original, "logs": here(original.get("logs") or [], d / "logs")}
+                new = {**new, "logs": here(new["logs"], d / "logs")}
+            r.comparison = compare_runs(original, new, doc)
+            why = [lg["fetch_error"] for lg in (original.get("logs") or []) + new["logs"] if lg.get("fetch_error")]
+            if why and r.comparison["logs"].get("error"):  # why a node's log is not here
+                r.comparison["logs"]["error"] += f": {why[0]}"
         recipes.write_json(d / "run.json", r.as_dict())
 
     # ---- asking ---------------------------------------------------------------------------
@@ -271,10 +293,14 @@ class StepRuns:
         if run.finished.is_set():
             return {"run_id": run_id, "aborted": False, "state": run.result.state, "note": "the run had ended"}
         run.abort.set()
+        there = getattr(run.session, "abort_steps", None)  # a session on a Ray node: stopped and closed there
         try:
-            self.sessions.close(run.session.id)
-        except SessionError:
-            pass
+            if there is not None:
+                there()
+            else:
+                self.sessions.close(run.session.id)
+        except SitlpoolError:
+            pass  # closed already, or its node gone: the run's thread says how it ended
         run.finished.wait(30)
         return {"run_id": run_id, "aborted": True, "state": run.result.state, "session_id": run.session.id}
 
@@ -292,18 +318,24 @@ class StepRuns:
             if doc is None:
                 raise UnknownRun(f"no finished step run {str(run_id)[:40]!r} under {self.root}")
             return doc, recipes.load(self.root / run_id / "recipe.json")
-        if log_id is not None:
-            from ..logs import LogStore  # sitlpool.logs loads DFReader (~0.4 s): only for repro by log id
-
-            session_id = LogStore(self.sessions.settings.data_dir).get(str(log_id)).session
-            if session_id is None:
-                raise UnknownRun(f"log {log_id} was not left by a session")
-        if session_id is None:
-            raise StepError("repro needs one of run_id, log_id, session_id or recipe")
         try:
             dirs = sorted(self.root.iterdir(), reverse=True)
         except OSError:
             dirs = []
+        if log_id is not None:
+            from ..logs import LogError, LogStore  # sitlpool.logs loads DFReader (~0.4 s): only for repro by log id
+
+            try:
+                session_id = LogStore(self.sessions.settings.data_dir).get(str(log_id)).session
+            except LogError:  # kept on a Ray node (serve --ray): its run's record here names it
+                docs = [x for x in (self.load(d.name) or {} for d in dirs) if log_id in (x.get("log_ids") or [])]
+                if not docs:
+                    raise
+                session_id = docs[0].get("session_id")
+            if session_id is None:
+                raise UnknownRun(f"log {log_id} was not left by a session")
+        if session_id is None:
+            raise StepError("repro needs one of run_id, log_id, session_id or recipe")
         for d in dirs:
             doc = self.load(d.name)
             if doc is not None and doc.get("session_id") == session_id:
