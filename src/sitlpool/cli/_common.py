@@ -129,7 +129,7 @@ def wind_arg(text: str) -> dict[str, float]:
 
 
 def add_session_options(p: argparse.ArgumentParser, which: tuple[str, ...] = ("preset",)) -> None:
-    """The session flags (of ``which``: preset, home, param, param_file, wind), spelt alike on
+    """The session flags (of ``which``: preset, home, param, param_file, wind, script), spelt alike on
     every command; ``session_options`` reads them back."""
     if "preset" in which:
         p.add_argument("--preset", metavar="NAME", help="start from this preset (sitlpool presets lists them)")
@@ -151,6 +151,14 @@ def add_session_options(p: argparse.ArgumentParser, which: tuple[str, ...] = ("p
         )
     if "wind" in which:
         p.add_argument("--wind", type=wind_arg, metavar="SPEED[,FROM_DEG[,TURB]]", help="wind from boot (m/s, degrees)")
+    if "script" in which:
+        p.add_argument(
+            "--script",
+            dest="scripts",
+            action="append",
+            metavar="NAME",
+            help="a Lua script in SITLPOOL_SCRIPTS_DIR, run by real SITL (repeatable)",
+        )
 
 
 def session_options(a: argparse.Namespace, options: dict, allowed: tuple[str, ...], command: str) -> dict:
@@ -169,6 +177,8 @@ def session_options(a: argparse.Namespace, options: dict, allowed: tuple[str, ..
         out["params"] = {**{str(k).upper(): v for k, v in (out.get("params") or {}).items()}, **dict(a.param)}
     if getattr(a, "param_files", None):
         out["param_files"] = [*(out.get("param_files") or []), *a.param_files]
+    if getattr(a, "scripts", None):
+        out["scripts"] = [*(out.get("scripts") or []), *a.scripts]
     name = getattr(a, "preset", None)
     merged = presets.merge(name, **out) if name is not None else out
     if isinstance(merged.get("home"), str) and "," not in merged["home"]:  # a named home (CMAC) as coordinates

@@ -2,7 +2,7 @@
 printing each step as it ends and the result; ``--json`` prints the result document.
 
 FILE holds a list of steps, or an object ``{"steps": [...], "model", "speedup", "home",
-"params", "param_files", "wind", "time_limit_s", "label"}`` (a recipe.json written by a run
+"params", "param_files", "scripts", "wind", "time_limit_s", "label"}`` (a recipe.json written by a run
 is one: flying it flies the run again). Flags given on the command line win over the file's."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import SitlpoolError
 from ._common import EXIT_ERROR, EXIT_OK, add_session_options, say, seconds_arg, session_options, speedup_arg
 
-OPTIONS = ("model", "speedup", "home", "params", "param_files", "wind", "time_limit_s", "label")
+OPTIONS = ("model", "speedup", "home", "params", "param_files", "scripts", "wind", "time_limit_s", "label")
 
 
 def read_program(path: str) -> tuple[list, dict]:
@@ -104,7 +104,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="SIM_SECONDS",
         help="fail the run after this many sim seconds (default 600)",
     )
-    add_session_options(p, ("preset", "home", "param", "param_file", "wind"))  # over the file's options
+    add_session_options(p, ("preset", "home", "param", "param_file", "wind", "script"))  # over the file's options
     p.add_argument("--json", action="store_true", help="print the result document (JSON)")
     p.set_defaults(fn=cmd_fly)
     return p

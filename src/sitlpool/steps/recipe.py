@@ -172,13 +172,20 @@ def load(recipe: Any) -> dict:
 
 def open_options(doc: dict) -> dict:
     """fly_steps' options from a recipe: model, speedup, home, params, param_files (their
-    recorded values: the files need not exist any more), wind, time_limit_s."""
+    recorded values: the files need not exist any more), Lua scripts (by name), wind, time_limit_s."""
     out = {"model": doc.get("model") or "quad", "speedup": doc.get("speedup") or 1, "home": doc.get("home")}
     for key in ("params", "param_files", "wind", "time_limit_s"):
         if doc.get(key):
             out[key] = doc[key]
     if "param_files" in out:
         out["param_files"] = recorded_param_files(out["param_files"])
+    scripts = doc.get("scripts")
+    if scripts:  # by name: found again in this machine's scripts folder (a recipe never names a path to read)
+        if not isinstance(scripts, list) or not all(
+            isinstance(x, dict) and isinstance(x.get("name"), str) for x in scripts
+        ):
+            raise StepError("a recipe's scripts is a list of {name, sha256}, as fly_steps writes them")
+        out["scripts"] = [Path(x["name"]).name for x in scripts]
     return out
 
 

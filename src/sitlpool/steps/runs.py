@@ -80,6 +80,12 @@ def _param_files(files) -> list[dict]:
     return out
 
 
+def _script_paths(scripts, settings) -> list[str]:
+    """The Lua scripts as files here, for their recipe's hashes: a name is in SITLPOOL_SCRIPTS_DIR."""
+    folder = getattr(settings, "scripts_dir", None)
+    return [str(Path(x) if Path(x).is_absolute() or folder is None else Path(folder) / x) for x in scripts or []]
+
+
 def _launch_params(params, files: list[dict], wind) -> tuple[dict | None, dict]:
     """``(wind values, launch parameters)``: parameter files first, then ``params``, then the wind."""
     if params is not None and not isinstance(params, Mapping):
@@ -131,6 +137,7 @@ class StepRuns:
         home: str | None = None,
         params: dict | None = None,
         param_files: list | None = None,
+        scripts: list | None = None,
         wind: dict | None = None,
         instance: int | None = None,
         wait_s: float = 0,
@@ -143,7 +150,13 @@ class StepRuns:
         limit = _limit(time_limit_s)
         files = _param_files(param_files)
         wind_values, launch = _launch_params(params, files, wind)
-        s = self.sessions.open(model, instance, label, speedup, home, launch or None, True, wait_s)
+        if scripts is not None and (isinstance(scripts, (str, bytes)) or not isinstance(scripts, (list, tuple))):
+            raise StepError(f"scripts {str(scripts)[:60]!r} is not a list of Lua script names")
+        # a recipe's {name, sha256} by its name; checked where the SITL runs (real SITL only)
+        scripts = [x.get("name") if isinstance(x, dict) else x for x in scripts or []]
+        s = self.sessions.open(
+            model, instance, label, speedup, home, launch or None, True, wait_s, scripts=scripts or None
+        )
         s.recorded_by = "steps"  # the run writes its own recipe
         try:
             run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
@@ -157,6 +170,7 @@ class StepRuns:
                 "params": dict(params or {}),
                 "wind": wind,
                 "time_limit_s": limit,
+                "scripts": _script_paths(scripts, self.sessions.settings),
             }
             run = Run(run_id, result, threading.Event(), s, options, files, original=original)
             if wind_values is not None and s.link is not None:
@@ -393,6 +407,11 @@ def compare_runs(original: dict, new: dict, new_recipe: dict) -> dict:
     sha_a = (old_recipe.get("binary") or {}).get("sha256")
     sha_b = (new_recipe.get("binary") or {}).get("sha256")
     out["same_binary"] = sha_a == sha_b if sha_a and sha_b else None
+    lua_a, lua_b = old_recipe.get("scripts") or [], new_recipe.get("scripts") or []
+    if lua_a or lua_b:  # the same Lua scripts by name and content
+        out["same_scripts"] = [(x.get("name"), x.get("sha256")) for x in lua_a] == [
+            (x.get("name"), x.get("sha256")) for x in lua_b
+        ]
     a_out, b_out = original.get("outcomes") or [], new.get("outcomes") or []
     rows = []
     for oa, ob in zip(a_out, b_out, strict=False):

@@ -9,9 +9,11 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+from ... import presets
 from ...sessions import Sessions
 from ...steps import runs_for
 from .common import ACT, DESTRUCTIVE, RO, Call
+from .sessions import agent_param_files
 
 
 def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
@@ -22,33 +24,53 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
         steps: list[dict[str, Any]],
         label: str | None = None,
         time_limit_s: float = 600,
-        model: str = "quad",
-        speedup: float = 1,
+        model: str | None = None,
+        speedup: float | None = None,
         home: str | None = None,
         params: dict[str, float] | None = None,
         wind: dict[str, Any] | None = None,
         instance: int | None = None,
-        wait_s: float = 0,
+        wait_s: float | None = None,
+        preset: str | None = None,
+        param_files: list[str] | None = None,
+        scripts: list[str] | None = None,
     ) -> dict:
         """Run a step program on a new SITL (open_sitl's options) and return at once with its run_id. A step is a
         flight tool and its arguments without session_id, e.g. {"tool": "takeoff", "altitude_m": 10},
         {"tool": "wait_until", "condition": "altitude_above", "value": 9.5, "timeout_s": 60}, {"tool":
         "set_params", "values": {...}}, or {"hold_s": 5}. hold_s, wait_until's timeout_s and time_limit_s are SIM
         seconds (the vehicle's clock). The run stops at the first step that fails; the SITL is then stopped, its logs
-        kept and a recipe written (repro flies it again). Follow with steps_status(run_id)."""
+        kept and a recipe written (repro flies it again). preset, param_files (names beside the presets file) and
+        scripts (Lua, real SITL, by name in SITLPOOL_SCRIPTS_DIR) as open_sitl's. Follow with steps_status(run_id)."""
+        files = agent_param_files(sessions.settings, param_files)
 
         def start():
-            run = runs.start(
-                steps,
-                label=label,
-                time_limit_s=time_limit_s,
+            o = presets.open_options(
+                preset,
+                sessions.settings,
                 model=model,
+                instance=instance,
+                label=label,
                 speedup=speedup,
                 home=home,
                 params=params,
-                wind=wind,
-                instance=instance,
                 wait_s=wait_s,
+                param_files=files,
+                scripts=scripts,
+            )
+            run = runs.start(
+                steps,
+                label=o["label"],
+                time_limit_s=time_limit_s,
+                model=o["model"],
+                speedup=o["speedup"],
+                home=o["home"],
+                params=o["params"],
+                param_files=o.get("param_files"),
+                scripts=o.get("scripts"),
+                wind=wind,
+                instance=o["instance"],
+                wait_s=o["wait_s"],
             )
             return {"run_id": run.id, "session_id": run.session.id, "steps": len(steps)}
 
