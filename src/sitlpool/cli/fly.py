@@ -63,9 +63,19 @@ def cmd_fly(a: argparse.Namespace) -> int:
         if not a.json and o.ok is not None:
             say(_line(o, total))
 
+    sessions = None
+    if a.ray is not None:
+        from ..fleet import ray_sessions  # ray: only with --ray
+
+        sessions = ray_sessions(a.ray or None)  # the steps run on a node, beside its SITL
     if not a.json:
-        say(f"flying {total} steps from {a.file} ({model}, speedup {speedup:g})")
-    r = steps.fly(program, on_step=progress, **options)
+        where = f" on the Ray cluster at {a.ray or 'this machine'}" if a.ray is not None else ""
+        say(f"flying {total} steps from {a.file} ({model}, speedup {speedup:g}){where}")
+    try:
+        r = steps.fly(program, on_step=progress, sessions=sessions, **options)
+    finally:
+        if sessions is not None:
+            sessions.close_all()
     if a.json:
         print(json.dumps(r.as_dict(), indent=1, default=str))
     else:
@@ -105,6 +115,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="fail the run after this many sim seconds (default 600)",
     )
     add_session_options(p, ("preset", "home", "param", "param_file", "wind", "script"))  # over the file's options
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="HOST:PORT",
+        help="fly on a node of a Ray fleet, the steps beside its SITL (no address: a Ray of this machine)",
+    )
     p.add_argument("--json", action="store_true", help="print the result document (JSON)")
     p.set_defaults(fn=cmd_fly)
     return p

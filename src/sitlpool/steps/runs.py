@@ -472,20 +472,28 @@ def runs_for(sessions: Sessions) -> StepRuns:
         return r
 
 
-def fly(steps: list, *, settings=None, binary: str | None = None, on_step=None, **options: Any) -> RunResult:
+def fly(
+    steps: list, *, settings=None, binary: str | None = None, on_step=None, sessions=None, **options: Any
+) -> RunResult:
     """Fly ``steps`` on a SITL of its own and return when they end (the SITL stopped, its logs
     kept, its recipe written): ``RunResult``. ``options``: label, time_limit_s (sim seconds,
-    default 600), model, speedup, home, params, param_files, wind, instance, wait_s.
-    ``binary``: a SITL binary other than the configured one (its sibling binaries fly other models)."""
+    default 600), model, speedup, home, params, param_files, scripts, wind, instance, wait_s.
+    ``binary``: a SITL binary other than the configured one (its sibling binaries fly other models).
+    ``sessions``: the registry to fly on (e.g. ``sitlpool.fleet.ray_sessions(address)``: a Ray
+    node, the steps run there), left open for its owner; by default one of this machine's."""
     validate_steps(steps)
-    settings = settings or load_settings()
-    if binary is not None:
-        b = Path(binary)
-        if not b.is_file():
-            raise SitlpoolError(f"binary {binary} does not exist (or is not a file); give a SITL binary's path")
-        settings = settings.model_copy(update={"sitl_binary": b})
-    sessions = Sessions(settings)
-    runs = StepRuns(sessions)
+    own = sessions is None
+    if own:
+        settings = settings or load_settings()
+        if binary is not None:
+            b = Path(binary)
+            if not b.is_file():
+                raise SitlpoolError(f"binary {binary} does not exist (or is not a file); give a SITL binary's path")
+            settings = settings.model_copy(update={"sitl_binary": b})
+        sessions = Sessions(settings)
+    elif binary is not None:
+        raise SitlpoolError("binary goes with this machine's sessions; a registry given flies its own SITLs")
+    runs = runs_for(sessions)
     run = None
     try:
         run = runs.start(steps, on_step=on_step, **options)
@@ -502,20 +510,24 @@ def fly(steps: list, *, settings=None, binary: str | None = None, on_step=None, 
             except SitlpoolError:
                 pass
             run.finished.wait(30)
-        sessions.close_all()
+        if own:
+            sessions.close_all()
 
 
-def repro(*, settings=None, on_step=None, **which: Any) -> RunResult:
+def repro(*, settings=None, on_step=None, sessions=None, **which: Any) -> RunResult:
     """Fly a recorded run again (``run_id=``, ``log_id=``, ``session_id=`` or ``recipe=``) and
-    return the new run, its ``comparison`` filled in."""
-    sessions = Sessions(settings or load_settings())
-    runs = StepRuns(sessions)
+    return the new run, its ``comparison`` filled in. ``sessions``: as ``fly``'s."""
+    own = sessions is None
+    if own:
+        sessions = Sessions(settings or load_settings())
+    runs = runs_for(sessions)
     try:
         run = runs.repro(**which)
         run.finished.wait()
         return run.result
     finally:
-        sessions.close_all()
+        if own:
+            sessions.close_all()
 
 
 __all__ = [
