@@ -83,7 +83,8 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
         home: str | None = None,
     ) -> dict:
         """A/B batch: fly the step program `steps` (as fly_steps) `runs` times for each variant, shuffled and
-        interleaved, each run on a fresh SITL, as many at once as the pool allows. `variants`: {"A": {"params":
+        interleaved, each run on a fresh SITL, as many at once as the pool allows (on a `serve --ray` server: on the
+        cluster's nodes, as many as its `sitl` slots). `variants`: {"A": {"params":
         {...}}, "B": {"param_files": [...]}, "C": {"binary": ...}, "D": {"wind_seed": [0, 9]}} (param_files by name beside the
         presets file; binary only with SITLPOOL_ALLOW_PATHS=1). `metrics`: names
         (default all): success, duration_s, max_alt_m, time_to_alt_s, overshoot_m, landing_error_m,
@@ -99,7 +100,7 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
             time_limit_s,
             seed,
             concurrency,
-            None,
+            getattr(sessions, "fleet", None),  # serve --ray: the batch flies on its cluster
             speedup=speedup,
             model=model,
             home=home,
