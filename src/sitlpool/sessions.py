@@ -81,6 +81,7 @@ class SessionLike(Protocol):
     last_used: float
     closing: bool
     closed: bool
+    close_warnings: list[str]  # what went wrong after its close (its recipe not written, ...)
 
     @property
     def link(self) -> Any: ...
@@ -126,6 +127,7 @@ class Session:
     forwarder: Forwarder | None = None  # ground stations watching through this session's link
     options: dict = field(default_factory=dict)  # what it was opened with (its recipe's launch part)
     recorded_by: str | None = None  # a step run writes this session's recipe itself
+    close_warnings: list[str] = field(default_factory=list)  # what went wrong after its close
 
     @property
     def link(self):
@@ -455,6 +457,8 @@ class Sessions:
         kept = getattr(s.handle, "kept_logs", None)  # the flight's logs, moved to the log store at stop
         if kept:
             info["logs"] = [r.id for r in kept]
+        if s.close_warnings:
+            info["warnings"] = list(s.close_warnings)
         return info
 
     def _close(self, s: SessionLike) -> None:
@@ -478,8 +482,9 @@ class Sessions:
                 for fn in list(self.on_close):
                     try:
                         fn(s)
-                    except Exception:  # a hook's failure never fails the close
+                    except Exception as e:  # a hook's failure never fails the close: said in its answer
                         log.exception("after closing session %s", s.id)
+                        s.close_warnings.append(str(e) or type(e).__name__)
 
     def close_all(self) -> None:
         for s in list(self.sessions.values()):

@@ -59,3 +59,22 @@ def test_bad_options_are_refused_before_anything_is_launched(env, instances, tmp
         steps.repro(run_id="nope")
     assert LeasePool(Path(env["SITLPOOL_DATA_DIR"]) / "leases", instances).status() == []
     assert not (Path(env["SITLPOOL_DATA_DIR"]) / "runs").exists()
+
+
+def test_a_session_whose_recipe_cannot_be_written_says_so_when_closed(env, instances, data_dir):
+    """``<data_dir>/runs`` not a folder (or not writable): the close still stops the SITL and
+    releases the lease, and its answer says the recipe was not written and why."""
+    from sitlpool.sessions import Sessions
+
+    (Path(data_dir) / "runs").write_text("not a folder")
+    sessions = Sessions()
+    steps.runs_for(sessions)  # every session of the registry records its recipe at close
+    try:
+        s = sessions.open(speedup=10)
+        out = sessions.close(s.id)
+    finally:
+        sessions.close_all()
+    assert out["closed"] == "SITL stopped, lease released"
+    (warning,) = out["warnings"]
+    assert f"session {s.id}'s recipe was not written under {Path(data_dir) / 'runs'}" in warning, warning
+    assert LeasePool.from_env().status() == []

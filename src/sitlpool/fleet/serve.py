@@ -37,6 +37,7 @@ class RemoteSession:
         self.last_goto: tuple[float, float, float] | None = None
         self.closing = False
         self.closed = False
+        self.close_warnings: list[str] = []
 
     @property
     def link(self) -> Any:
@@ -238,6 +239,8 @@ class RaySessions(Sessions):
             if s.handle.status is None or s.handle.status.success
             else f"the SITL had died: {s.handle.status.reason}"
         )
+        if s.close_warnings:
+            out["warnings"] = list(s.close_warnings)
         return out
 
     def _close_remote(self, s: RemoteSession) -> dict | None:
@@ -252,8 +255,9 @@ class RaySessions(Sessions):
                 for fn in list(self.on_close):
                     try:
                         fn(s)
-                    except Exception:  # a hook's failure never fails the close
+                    except Exception as e:  # a hook's failure never fails the close: said in its answer
                         log.exception("after closing session %s", s.id)
+                        s.close_warnings.append(str(e) or type(e).__name__)
 
     def _close(self, s: SessionLike) -> None:  # close_all and close_idle go through here
         if isinstance(s, RemoteSession):

@@ -118,7 +118,13 @@ class StepRuns:
         """A session that was not a step run's, closed: its recipe (``record_session``)."""
         if getattr(s, "recorded_by", None) or s.link is None:
             return
-        record_session(self.root, s)
+        try:
+            record_session(self.root, s)
+        except OSError as e:
+            raise SitlpoolError(
+                f"session {s.id}'s recipe was not written under {self.root}: {e.strerror or e}; "
+                "make that folder writable for repro(session_id=...)"
+            ) from None
 
     @property
     def root(self) -> Path:
