@@ -5,7 +5,10 @@ against slots (1, 2, 4, 6); and a model of a 20-node x 16-slot cluster from the 
 per-run costs (wall and CPU seconds of a run). ``--runs N``: runs per variant (default 10);
 ``--sweep-runs N``: per variant in the slot sweep (default 6); ``--quick``: 3 and 2; ``--ray``: the same batch on a 3-node loopback Ray cluster too
 (Ray's per-run overhead, with each node announcing 1 CPU and 2 CPUs); ``--ray-only``: the local batch and the
-Ray ones, nothing else; ``--no-warm``: the Ray batches without starting each slot's worker first."""
+Ray ones, nothing else. On Ray a batch flies in one actor per node (``fleet.SlotPool``); ``--map``: each run
+a one-item ``Fleet.map`` instead (a task per run, every slot's worker started first; ``--no-warm``: not
+started first); ``--both``: each way, on clusters of their own, one after the other (the map first;
+``--actors-first``: the actors)."""
 
 from __future__ import annotations
 
@@ -99,24 +102,24 @@ def avg(rs: list[dict], key: str) -> float:
     return mean([r[key] for r in rs if r.get(key) is not None])
 
 
-def on_ray(runs: int, local_id: str, slots: int, num_cpus: int) -> dict:
+def on_ray(runs: int, local: dict, slots: int, num_cpus: int, how: str = "actors") -> dict:
     """The same batch on a 3-node loopback Ray cluster (2 sitl slots each, ``num_cpus`` CPUs
     announced by each node: a real machine announces its cores, at least its slots): wall, runs/min, and
     Ray's per-run overhead: a run's wall on the fleet less a run's wall here at the same number
-    of runs at once (``local_id``), over all runs and over the runs after the first wave (each
-    slot's first run waits for its Ray worker process to start: a one-time cost per slot)."""
+    of runs at once (``local``, that batch's figures), over all runs and over the runs after the first wave (each
+    slot's first run waits for its Ray worker process to start: a one-time cost per slot).
+    ``how``: "actors" (one actor per node), "map" (a one-item map per run, workers started
+    first) or "map-no-warm"."""
     sys.path.insert(0, str(HERE.parent / "tests"))
     import ray
 
     from ray_cluster import RayCluster
-    from sitlpool.batch import batch_fly
+    from sitlpool.batch import batch_fly, runner
     from sitlpool.fleet import Fleet
 
     base = 1460
-    if "--no-warm" in sys.argv:  # the "before": each slot's first run waits for its Ray worker
-        from sitlpool.batch import runner
-
-        runner.WARM_SLOTS = False
+    runner.NODE_ACTORS = how == "actors"
+    runner.WARM_SLOTS = how != "map-no-warm"  # else each slot's first run waits for its Ray worker
     c = RayCluster.start(
         [[base, base + 1], [base + 6, base + 7], [base + 12, base + 13]],
         sitl_per_node=2,
@@ -136,15 +139,18 @@ def on_ray(runs: int, local_id: str, slots: int, num_cpus: int) -> dict:
             ray.shutdown()
         c.stop()
     bid = st["batch_id"]
-    warm = json.loads((Path(st["directory"]) / "batch.json").read_text()).get("warm") or {}
+    meta = json.loads((Path(st["directory"]) / "batch.json").read_text())
     ray_all, ray_warm, ray_cold = records(bid), records(bid, slots), records(bid)[:slots]
-    here_all, here_warm = records(local_id), records(local_id, slots)
+    here_all, here_warm = records(local["batch_id"]), records(local["batch_id"], slots)
     out = {
         "runs": st["done"],
         "ok": st["done"] - st["failed"],
         "wall_s": wall,
+        "local_wall_s": local["wall_s"],
         "num_cpus": num_cpus,
-        "warm": warm,
+        "how": how,
+        "warm": meta.get("warm") or {},
+        "slots": meta.get("slots") or {},
         "concurrency": st["concurrency"],
         "run_wall_s": avg(ray_all, "wall_s"),
         "local_run_wall_s": avg(here_all, "wall_s"),
@@ -175,11 +181,17 @@ def per_min(d: dict) -> float:
 
 
 def ray_report(runs: int, r: dict) -> None:
-    w = r["warm"]
-    report(f"3-node loopback Ray, --num-cpus {r['num_cpus']} a node (2 sitl slots each)", "")
+    w, a = r["warm"], r["slots"]
+    how = {"actors": "one actor per node", "map": "a map per run", "map-no-warm": "a map per run, no warm-up"}
+    report(f"3-node loopback Ray, --num-cpus {r['num_cpus']} a node (2 sitl slots each), {how[r['how']]}", "")
     report(
         f"  2 x {runs} runs (concurrency {r['concurrency']})",
         f"{r['wall_s']:.1f} s wall, {per_min(r):.1f} runs/min, {r['ok']}/{r['runs']} ok",
+    )
+    more = r["wall_s"] - r["local_wall_s"]
+    report(
+        "  the batch's wall against here at concurrency 6 (Ray's starts in it)",
+        f"+{more:.1f} s (+{more / r['local_wall_s'] * 100:.1f}%)",
     )
     report(
         "Ray per-run overhead, every run",
@@ -197,10 +209,16 @@ def ray_report(runs: int, r: dict) -> None:
         f"{r['local_launch_s']:.2f} / {r['local_warm_run_wall_s'] - r['local_launch_s'] - r['local_close_s']:.2f} / "
         f"{r['local_close_s']:.2f} s, {r['launch_s']:.2f} / {r['node_s']:.2f} / {r['close_s']:.2f} s",
     )
-    report(
-        "  every slot's worker started at once, before the runs (in the wall time)",
-        f"{w.get('warm_s', float('nan')):.2f} s, {w.get('workers')} workers for {w.get('slots')} slots",
-    )
+    if w:
+        report(
+            "  every slot's worker started at once, before the runs (in the wall time)",
+            f"{w.get('warm_s', float('nan')):.2f} s, {w.get('workers')} workers for {w.get('slots')} slots",
+        )
+    if a:
+        report(
+            "  every node's actor started at once (in the wall time)",
+            f"{a.get('start_s') or float('nan'):.2f} s, {a.get('workers')} workers for {a.get('slots')} slots",
+        )
 
 
 def main() -> None:
@@ -230,10 +248,15 @@ def main() -> None:
         report(f"batch_fly 2 x {runs} runs here at concurrency 6", f"{same['wall_s']:.1f} s wall")
         # each node announcing 1 CPU (Ray then starts its workers one at a time), and as many CPUs
         # as its sitl slots (what a real machine with a core per slot announces by itself)
+        if "--both" in sys.argv:
+            ways = ["actors", "map"] if "--actors-first" in sys.argv else ["map", "actors"]
+        else:
+            ways = ["map-no-warm" if "--no-warm" in sys.argv else "map" if "--map" in sys.argv else "actors"]
         for cpus in (1, 2):
-            r = on_ray(runs, same["batch_id"], 6, cpus)
-            figures[f"ray_cpus{cpus}"] = r
-            ray_report(runs, r)
+            for how in ways:
+                r = on_ray(runs, same, 6, cpus, how)
+                figures[f"ray_cpus{cpus}_{how}"] = r
+                ray_report(runs, r)
     if "--ray-only" in sys.argv:
         print(json.dumps(figures, default=str))
         return

@@ -1,12 +1,13 @@
 """Flying a batch: every run a fresh SITL (leased, launched, flown through the step runner,
 stopped, its log kept), as many at once as the pool and the machine's CPU allow (``Pace``),
-on this machine or on a Ray fleet (one slot thread per ``sitl`` slot, each feeding runs one
-at a time as one-item ``Fleet.map`` calls, so a run lost with its node is flown again
-elsewhere and counted once). Each finished run is written at once: a batch cut short keeps
-what it flew."""
+on this machine or on a Ray fleet (``fleet.SlotPool``: one actor per node holding its free
+``sitl`` slots, a slot thread each feeding it runs one at a time, so a run lost with its node
+is flown again elsewhere and counted once). Each finished run is written at once: a batch
+cut short keeps what it flew."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -33,7 +34,10 @@ LEASE_WAIT_S = 60.0  # a run waits this long for a free instance (others' SITLs 
 MAX_TOTAL_RUNS = 5000
 #: what a node's worker imports to fly a run (``fleet_item``, ``Fleet.map``'s task), before the batch
 WARM_MODULES = ["sitlpool.batch.runner", "sitlpool.fleet.node", "sitlpool.logs"]
-WARM_SLOTS = True  # False: each slot's first run starts its worker (bench/batch.py --no-warm, the "before")
+#: False: each run a one-item ``Fleet.map`` (a task on a slot, in a worker per slot: bench/batch.py --map)
+NODE_ACTORS = True
+WARM_SLOTS = True  # the map path: False, each slot's first run starts its worker (bench/batch.py --no-warm)
+RETRIES = 2  # a run lost with its node is flown again elsewhere this many times
 WARM_TIMEOUT_S = 30.0  # the longest a batch waits for its slots' workers before flying anyway
 
 _active: dict[str, Batch] = {}  # batches flying in this process, by id
@@ -58,7 +62,8 @@ def fleet_item(sitl: Any, item: dict) -> dict:
     record comes back."""
     t0, started = time.monotonic(), time.time()
     session = Session(f"fleet-{item['index']}", item["label"], sitl.handle, "managed")
-    r = run_steps(session, item["steps"], time_limit_s=item["time_limit_s"])
+    # abort: the node actor's event (``SlotPool.abort``), None in a map's task
+    r = run_steps(session, item["steps"], time_limit_s=item["time_limit_s"], abort=item.get("abort"))
     path = sitl.log_path
     summary = logs.summary(path) if path else None
     data = RunData(bool(r.ok), item["steps"], str(path) if path else None, summary)
@@ -172,31 +177,42 @@ class Batch:
         rec["recipe"] = result.recipe if result else None
         return rec
 
+    def _fleet_item(self, run: Run) -> dict:
+        return {
+            "index": run.index,
+            "label": f"batch {self.id} {run.variant}#{run.run}",
+            "steps": self.steps,
+            "time_limit_s": self.opts["time_limit_s"],
+            "metrics": self.names,
+            "custom": self.custom,
+            "abort": None,  # a node actor puts its abort event here
+        }
+
+    def _fleet_record(self, result: dict, host: Any, node_id: Any, logs_: list, submitted: float) -> dict:
+        """The record of a run flown on a node, from what ``fleet_item`` returned."""
+        rec = dict(result)
+        log_ids = [x["id"] for x in logs_ if x.get("kind") == "bin"]
+        rec.update(host=host, node_id=node_id, log_id=log_ids[0] if log_ids else None)
+        started, finished = rec.pop("node_started", None), rec.pop("node_finished", None)
+        if started is not None and finished is not None:  # one machine's clock: a loopback cluster's figures
+            rec["launch_s"] = round(started - submitted, 3)  # placing, launching, Ray's way there
+            rec["close_s"] = round(time.time() - finished, 3)  # stopping, keeping its logs, the way back
+        return rec
+
     def _fly_fleet(self, runs: list[Run]) -> list[dict]:
         """Runs that share their launch options, as one ``Fleet.map`` (a map shares them)."""
         from ..fleet import ItemFailed  # ray: only for a batch on a fleet
 
         o = _open_opts(self.variants[runs[0].variant], runs[0], self.opts)
-        items = [
-            {
-                "index": run.index,
-                "label": f"batch {self.id} {run.variant}#{run.run}",
-                "steps": self.steps,
-                "time_limit_s": self.opts["time_limit_s"],
-                "metrics": self.names,
-                "custom": self.custom,
-            }
-            for run in runs
-        ]
         submitted = time.time()
         outs = self.fleet.map(
             fleet_item,
-            items,
+            [self._fleet_item(run) for run in runs],
             model=o["model"],
             speedup=o["speedup"],
             home=o["home"],
             params=o["params"],
-            retries=2,
+            retries=RETRIES,
             progress=False,
             label=f"batch-{self.id}",
             keep_logs=True,
@@ -208,14 +224,7 @@ class Batch:
                     {"ok": False, "error": f"{out.type}: {out.error}", "host": out.host, "attempts": out.attempts}
                 )
                 continue
-            rec = dict(out.result)
-            log_ids = [x["id"] for x in out.logs if x.get("kind") == "bin"]
-            rec.update(host=out.host, node_id=out.node_id, log_id=log_ids[0] if log_ids else None)
-            started, finished = rec.pop("node_started", None), rec.pop("node_finished", None)
-            if started is not None and finished is not None:  # one machine's clock: a loopback cluster's figures
-                rec["launch_s"] = round(started - submitted, 3)  # placing, launching, Ray's way there
-                rec["close_s"] = round(time.time() - finished, 3)  # stopping, keeping its logs, the way back
-            recs.append(rec)
+            recs.append(self._fleet_record(out.result, out.host, out.node_id, out.logs, submitted))
         return recs
 
     def flying(self) -> int:
@@ -261,21 +270,67 @@ class Batch:
             self._record(run, rec, t0)
 
     def _fleet_stream(self) -> None:
-        """On a fleet: one slot thread per ``sitl`` slot of the cluster, each taking the next
-        run of the flying order as soon as its last one came back, as a one-item
-        ``Fleet.map`` (its own launch options; a run lost with its node is flown again
-        elsewhere by the map and comes back once). Each record is written as it comes back:
-        no run waits for a round's slowest, and a batch cut short loses only the runs in flight."""
+        """On a fleet: one actor per node holding its free ``sitl`` slots (``SlotPool``: a Ray
+        worker started once per node, every node's at once), a slot thread each taking the next
+        run of the flying order as soon as its last one came back. A run lost with its node is
+        flown again on a live node and comes back once; each record is written as it comes
+        back, so a batch cut short loses only the runs in flight. Slots held by others are not
+        waited for; runs no slot is left for (every node lost) fly as one-item maps."""
+        from ..fleet import SlotPool  # ray: only for a batch on a fleet
+
+        free = min(self.concurrency, int(self.fleet.capacity()[1]))
+        if not NODE_ACTORS or free < 1:
+            self._fleet_stream_map(self.order)
+            return
+        runs = {r.index: r for r in self.order}
+        checked: dict[str, dict] = {}  # launch options checked once per distinct set
+
+        def opts_of(run: Run) -> dict:
+            o = _open_opts(self.variants[run.variant], run, self.opts)
+            key = json.dumps(o, sort_keys=True)
+            if key not in checked:
+                checked[key] = self.fleet.item_options(**o, label=f"batch-{self.id}", keep_logs=True)
+            return checked[key]
+
+        jobs = [(r.index, self._fleet_item(r), opts_of(r)) for r in self.order]
+        with SlotPool(free, WARM_MODULES) as pool:
+            left = pool.run_all(fleet_item, jobs, self._fleet_done(runs), retries=RETRIES, abort=self.abort_event)
+        self.dir.update_meta(slots=pool.info())
+        if left and not self.abort_event.is_set():  # every node's actor gone: Ray places what is left
+            log.warning("batch %s: no node actor left; flying its last %d runs as maps", self.id, len(left))
+            self._fleet_stream_map([runs[i] for i, _item, _opts in left])
+
+    def _fleet_done(self, runs: dict[int, Run]):
+        def done(index: int, out: dict, attempts: int, t0: float) -> None:
+            kind = out["kind"]
+            if kind == "ok":
+                rec = self._fleet_record(out["result"], out["host"], out["node_id"], out.get("logs") or [], out["sent"])
+                rec["worker_pid"] = out["pid"]
+            elif kind == "error":
+                rec = {"ok": False, "error": f"{out['type']}: {out['message']}", "host": out.get("host")}
+            elif kind == "lost":
+                rec = {"ok": False, "error": f"Lost: {out['message']}"}
+            else:
+                rec = {"ok": False, "error": out.get("message") or "aborted"}
+            rec["attempts"] = attempts
+            self._record(runs[index], rec, t0)
+
+        return done
+
+    def _fleet_stream_map(self, runs: list[Run]) -> None:
+        """Each run a one-item ``Fleet.map`` (its own launch options; a run lost with its node
+        is flown again elsewhere by the map and comes back once), by one slot thread per
+        ``sitl`` slot."""
         from ..fleet.warm import warm  # ray: only for a batch on a fleet
 
         # every slot's Ray worker process started (and sitlpool imported there) at once, before
         # the first runs: else each slot's first run waits for its worker, which a node starts a
         # few at a time. Counted in the batch's wall time (batch.json's warm_s), not in a run's
         free = min(self.concurrency, int(self.fleet.capacity()[1]))  # slots held by others are not waited for
-        if free > 0 and WARM_SLOTS:
+        if free > 0 and WARM_SLOTS and len(runs) == len(self.order):
             self.dir.update_meta(warm=warm(free, WARM_MODULES, timeout_s=WARM_TIMEOUT_S))
         todo: queue.Queue[Run] = queue.Queue()
-        for r in self.order:
+        for r in runs:
             todo.put(r)
 
         def worker() -> None:
@@ -288,7 +343,7 @@ class Batch:
 
         workers = [
             threading.Thread(target=worker, name=f"batch {self.id} fleet slot {i}", daemon=True)
-            for i in range(self.concurrency)
+            for i in range(min(self.concurrency, len(runs)))
         ]
         for w in workers:
             w.start()

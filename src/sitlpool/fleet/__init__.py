@@ -3,7 +3,8 @@
 Each node advertises ``sitl`` = the instances of its pool (``sitlpool ray-resources``);
 Ray places, the node's leases decide. ``Fleet(address)`` opens ``RemoteSitl`` handles
 (a Ray actor per SITL, launching through ``ManagedManager`` on its node), runs batches
-with ``map``, and shows every node's leases with ``status``.
+with ``map`` (or a ``SlotPool``: one actor per node running a stream of them), and shows
+every node's leases with ``status``.
 
 Importing this package does not import Ray: only using a ``Fleet`` does (its names are
 loaded on first use, because Ray is an optional dependency and a second of start-up).
@@ -23,6 +24,7 @@ _EXPORTS = {
     "FlightResult": "logfetch",
     "FleetManager": "testing",
     "manager": "testing",
+    "SlotPool": "slots",
     "RaySessions": "serve",
     "ray_sessions": "serve",
 }

@@ -315,23 +315,21 @@ class Fleet:
         item lost with its node is run again elsewhere, up to ``retries`` times.
         ``keep_logs``: each result is a ``FlightResult`` (``result``, ``node_id``, ``host``,
         ``log_ids``, ``logs``) and each ``ItemFailed`` has ``logs``; ``fetch_log`` copies one here."""
-        self._check_usable()
         # what every item shares is checked once, here: not a batch of identical failures
-        o = launch_options(preset, model, speedup, params, home, label, None, param_files, scripts, wind)
-        speedup = o["speedup"]
-        model, checked, label, home, params = check_open_args(
-            o["model"], 1 if speedup is None else speedup, o["label"], o["home"], o["params"]
+        opts = self.item_options(
+            model,
+            speedup,
+            params,
+            home,
+            label,
+            keep_logs,
+            preset=preset,
+            param_files=param_files,
+            scripts=scripts,
+            wind=wind,
         )
-        speedup = None if speedup is None else checked
+        total = self._settings_total  # the cluster's slots, as item_options just counted them
         items = list(items)
-        total = self._need_capacity()
-        self._read_settings(total)
-        self._check_model(model, wait_s=10)  # a batch can wait for the nodes' settings
-        opts = {"model": model, "speedup": speedup, "params": params, "home": home, "label": label, "wipe": o["wipe"]}
-        if o["files"]:
-            opts["files"] = o["files"]
-        if keep_logs:
-            opts["keep_logs"] = True
         task = _remote(node.run_item, num_cpus=0, max_retries=0, resources={RESOURCE: 1})
         show = progress if progress is not None else _stderr_is_terminal()
         tally = _remote(node.Tally, num_cpus=0).remote() if show else None
@@ -431,6 +429,44 @@ class Fleet:
             for a in slots + ([tally] if tally is not None else []):
                 ray.kill(a)
         return results
+
+    def item_options(
+        self,
+        model: str = DEFAULT_MODEL,
+        speedup: float | None = None,
+        params: dict | None = None,
+        home: str | None = None,
+        label: str | None = None,
+        keep_logs: bool = False,
+        *,
+        preset: str | None = None,
+        param_files: list | None = None,
+        scripts: list | None = None,
+        wind: dict | None = None,
+    ) -> dict:
+        """The launch options of an item as ``map`` sends them to its nodes (``map``'s
+        arguments, checked: a bad value is one error), also for a ``SlotPool`` job."""
+        self._check_usable()
+        o = launch_options(preset, model, speedup, params, home, label, None, param_files, scripts, wind)
+        speedup = o["speedup"]
+        model, checked, label, home, params = check_open_args(
+            o["model"], 1 if speedup is None else speedup, o["label"], o["home"], o["params"]
+        )
+        self._read_settings(self._need_capacity())
+        self._check_model(model, wait_s=10)  # a batch can wait for the nodes' settings
+        opts = {
+            "model": model,
+            "speedup": None if speedup is None else checked,
+            "params": params,
+            "home": home,
+            "label": label,
+            "wipe": o["wipe"],
+        }
+        if o["files"]:
+            opts["files"] = o["files"]
+        if keep_logs:
+            opts["keep_logs"] = True
+        return opts
 
     def fetch_log(self, node_id: str, log_id: str, dest_dir) -> Path:
         """Copy a log that node ``node_id`` keeps (a ``FlightResult``'s ``node_id`` and one of
