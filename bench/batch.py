@@ -114,12 +114,12 @@ def on_ray(runs: int, local: dict, slots: int, num_cpus: int, how: str = "actors
     import ray
 
     from ray_cluster import RayCluster
-    from sitlpool.batch import batch_fly, runner
+    from sitlpool.batch import batch_fly, onfleet
     from sitlpool.fleet import Fleet
 
     base = 1460
-    runner.NODE_ACTORS = how == "actors"
-    runner.WARM_SLOTS = how != "map-no-warm"  # else each slot's first run waits for its Ray worker
+    onfleet.NODE_ACTORS = how == "actors"
+    onfleet.WARM_SLOTS = how != "map-no-warm"  # else each slot's first run waits for its Ray worker
     c = RayCluster.start(
         [[base, base + 1], [base + 6, base + 7], [base + 12, base + 13]],
         sitl_per_node=2,

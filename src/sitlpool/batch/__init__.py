@@ -26,8 +26,9 @@ from typing import Any
 
 from ..config import load_settings
 from .metrics import DEFAULT_METRICS, METRICS, kind_of
+from .onfleet import fleet_item
 from .plan import BatchError, check_runs, check_variants
-from .runner import Batch, active, fleet_item, start_batch
+from .runner import Batch, active, start_batch
 from .store import BatchDir, batches_dir
 
 # the statistics and the picture load scipy, numpy and Pillow (seconds of start-up on a busy

@@ -52,6 +52,20 @@ class Run:
         return asdict(self)
 
 
+def open_options(v: Variant, run: Run, base: dict) -> dict:
+    """The launch options of one run: the variant's over the batch's (``base``), its seed as the
+    variant's seed parameter."""
+    params = dict(v.params)
+    if v.seed_param is not None and run.seed is not None:
+        params[v.seed_param] = float(run.seed)
+    return {
+        "model": v.model or base["model"],
+        "speedup": v.speedup or base["speedup"],
+        "home": v.home or base["home"],
+        "params": params or None,
+    }
+
+
 def check_runs(runs: Any) -> int:
     if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= MAX_RUNS:
         raise BatchError(f"runs must be a whole number from 1 to {MAX_RUNS} per variant, not {runs!r}")

@@ -129,7 +129,7 @@ class RemotePacer:
     actors of the paced sessions speed their vehicles up (waited for, at most ``wait_s``) and
     ``end`` lets them slow down again."""
 
-    def __init__(self, wait_s: float = 5.0):
+    def __init__(self, wait_s: float = 10.0):
         self.wait_s = wait_s
         self._lock = threading.Lock()
         self._paced: dict[RemoteSitl, int] = {}  # handle -> calls it was told of (begun, not ended)

@@ -70,7 +70,7 @@ class Pacer:
     call waits (at most ``wait_s``) until every paced vehicle runs at its speed again. While
     slowed, a link's ``lost_after`` grows so that slow HEARTBEATs do not read as a lost vehicle."""
 
-    def __init__(self, paced: float = PACE_SPEEDUP, wait_s: float = 3.0):
+    def __init__(self, paced: float = PACE_SPEEDUP, wait_s: float = 8.0):
         self.paced = paced
         self.wait_s = wait_s
         self._cond = threading.Condition()
