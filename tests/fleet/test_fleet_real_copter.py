@@ -326,3 +326,68 @@ def test_ab_on_a_ray_node_flies_real_arducopter_and_compares(cluster, user, proc
         assert re.fullmatch(VERSION, rec.binary_version or ""), rec
     assert (folder / "compare.json").is_file() and len((folder / "runs.csv").read_text().splitlines()) == 3
     assert held(node) == []
+
+
+# ---- step programs on the node: fly_steps and repro through serve --ray, sitlpool fly --ray ----
+
+HOLD_HOP = [
+    {"tool": "wait_until", "condition": "ready_to_arm", "timeout_s": 120},
+    {"tool": "set_mode", "mode": "GUIDED"},
+    {"tool": "arm"},
+    {"tool": "takeoff", "altitude_m": 5},
+    {"tool": "wait_until", "condition": "altitude_above", "value": 4.7, "timeout_s": 30},
+    {"hold_s": 2},
+    {"tool": "land"},
+    {"tool": "wait_until", "condition": "disarmed", "timeout_s": 60},
+    {"hold_s": 1},
+]
+
+
+def test_step_programs_fly_on_real_arducopter_on_a_node(cluster, user, procs):
+    import anyio
+
+    from mcp_client import server
+
+    d, env = user
+    (node,) = cluster.nodes
+
+    async def finished(call, run_id: str) -> dict:
+        for _ in range(240):
+            st = await call("steps_status", run_id=run_id)
+            if st["done"]:
+                return st
+            await anyio.sleep(0.5)
+        raise AssertionError(f"step run {run_id} did not finish: {st}")
+
+    async def agent():
+        with open(d / "steps.err", "w") as log:
+            async with server(env, errlog=log, args=["--ray", cluster.address]) as call:
+                first = await finished(call, (await call("fly_steps", steps=HOLD_HOP, preset="real-cmac"))["run_id"])
+                again = await finished(call, (await call("repro", run_id=first["run_id"]))["run_id"])
+                return first, again
+
+    first, again = anyio.run(agent)
+    assert first["ok"] and again["ok"], (first["error"], again["error"])
+    bins = [lg for lg in first["logs"] if lg["kind"] == "bin"]
+    assert bins and str(node.data_dir) in bins[0]["path"], first["logs"]  # the node's log, of the real binary
+    assert LogStore(node.data_dir).get(bins[0]["id"]).binary == "arducopter"
+    c = again["comparison"]
+    assert c["same_binary"] is True and c["logs"]["differences"] == [], c
+    assert c["max_position_difference_m"] < 0.10, c["positions"]  # real SITL: within centimetres
+
+    # the same program from the command line: sitlpool fly --ray
+    (d / "hop.json").write_text(json.dumps(HOLD_HOP))
+    cmd = ["fly", str(d / "hop.json"), "--ray", cluster.address, "--preset", "real-cmac"]
+    p = procs.popen(
+        [sys.executable, "-m", "sitlpool", *cmd],
+        env=env,
+        cwd=d,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    out, err = p.communicate(timeout=240)
+    assert p.returncode == 0, err[-3000:]
+    assert f"ok: {len(HOLD_HOP)}/{len(HOLD_HOP)} steps" in out, out
+    wait_for(lambda: not held(node), 20, 0.2, "the node's lease to be released")
