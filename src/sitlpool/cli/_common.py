@@ -236,3 +236,27 @@ def ancestors() -> set[int]:
         out.add(pid)
         pid = ppid(pid) or 0
     return out
+
+
+def held_by_another(instance: int | None, endpoint: str | None) -> tuple[int, Any] | None:
+    """``(instance, holder)`` when the instance given, or the one ``endpoint`` reaches on this
+    machine (however it is spelt), is leased by a process that is neither this one nor one of its
+    parents (``sitlpool run`` holds the lease of the command it runs); else None (not leased,
+    ours, not an instance here, or an endpoint that attaching will explain). The rule of control
+    for ``watch --control`` and ``mission upload``/``clear``."""
+    from ..config import load_settings  # lazy: commands that control nothing never load them
+    from ..leases import LeasePool
+    from ..process.unmanaged import local_instance_of
+
+    n = instance
+    if n is None and endpoint is not None:
+        try:
+            n = local_instance_of(endpoint)  # what it reaches, not how it is spelt
+        except (SitlpoolError, ValueError):
+            return None
+    if n is None:
+        return None
+    h = LeasePool.from_settings(load_settings(), check=False).holder(n)
+    if h is None or h.pid in ancestors():
+        return None
+    return n, h

@@ -14,12 +14,9 @@ import argparse
 import logging
 import time
 
-from ..config import load_settings
-from ..errors import ConfigError, SitlpoolError
-from ..leases import LeasePool
+from ..errors import ConfigError
 from ..process import UnmanagedManager
-from ..process.unmanaged import local_instance_of
-from ._common import EXIT_DIED, EXIT_OK, _typed, ancestors, err, say, target_arg, timeout_arg
+from ._common import EXIT_DIED, EXIT_OK, _typed, err, held_by_another, say, target_arg, timeout_arg
 
 log = logging.getLogger("sitlpool.watch")
 STATUS_EVERY_S = 5.0
@@ -71,17 +68,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def check_control(instance: int | None, endpoint: str | None, force: bool) -> None:
     """The rule of ``attach(control=True)``: refused on an instance someone else leases,
     naming the holder, unless ``force`` (logged). The holder is this process or one of its parents."""
-    n = instance
-    if n is None and endpoint is not None:
-        try:
-            n = local_instance_of(endpoint)
-        except (SitlpoolError, ValueError):
-            return  # attaching explains a bad endpoint
-    if n is None:
+    other = held_by_another(instance, endpoint)
+    if other is None:
         return
-    h = LeasePool.from_settings(load_settings(), check=False).holder(n)
-    if h is None or h.pid in ancestors():
-        return
+    n, h = other
     if not force:
         raise ConfigError(
             f"instance {n} is leased to {h.describe()}: --control would let the watchers fly its vehicle; "
