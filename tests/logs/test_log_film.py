@@ -283,3 +283,20 @@ async def test_the_mcp_tool_films_a_flying_sessions_live_log(env, instances, veh
     assert doc["log_id"] == f"live:{sid}" and doc["frames"] > 3 and doc["end"]["status"] in ("truncated", "complete")
     path = Path(doc["path"])
     assert path.name.startswith(f"live-{sid}") and len(read_mp4(path)[1]) == doc["frames"]
+
+
+def test_a_film_never_replaces_a_device_or_fifo_and_writes_through_a_symlink(hop_log, tmp_path):
+    """``-o /dev/null`` as root once risked the machine's /dev/null (the film is written beside its
+    output and renamed over it): a FIFO stands in for the device here. A symlink keeps being one."""
+    import stat
+
+    fifo = tmp_path / "pipe.mp4"
+    os.mkfifo(fifo)
+    with pytest.raises(LogError, match="not a regular file"):
+        render_flight(hop_log, fifo, speed=20, t0=50, t1=52)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    target, link = tmp_path / "real.mp4", tmp_path / "link.mp4"
+    target.write_bytes(b"old")
+    link.symlink_to(target)
+    render_flight(hop_log, link, speed=20, t0=50, t1=52)
+    assert link.is_symlink() and target.stat().st_size > 3

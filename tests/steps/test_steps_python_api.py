@@ -158,3 +158,13 @@ def test_a_sitl_that_dies_fails_its_run_in_one_line(env, instances):
         assert no_lease_left(env, instances)
     finally:
         sessions.close_all()
+
+
+def test_fly_takes_a_preset_as_open_sitl_does(env, instances, tmp_path, monkeypatch):
+    (tmp_path / "presets.toml").write_text("[quick]\nspeedup = 20\nparams = { RTL_ALT = 1700 }\n")
+    monkeypatch.setenv("SITLPOOL_PRESETS", str(tmp_path / "presets.toml"))
+    r = steps.fly([{"tool": "get_param", "name": "RTL_ALT"}], preset="quick", params={"RTL_ALT_FINAL": 100})
+    assert r.ok, r.error
+    assert r.outcomes[0].result["value"] == 1700  # the preset's parameter, under the one given
+    recipe = json.loads(Path(r.recipe).read_text())
+    assert recipe["speedup"] == 20 and recipe["params"] == {"RTL_ALT": 1700, "RTL_ALT_FINAL": 100}, recipe

@@ -9,22 +9,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import SitlpoolError
+from ..pidfiles import read_user_file
 from ._common import EXIT_ERROR, EXIT_OK, add_session_options, say, seconds_arg, session_options, speedup_arg
 
+MAX_PROGRAM_BYTES = 8_000_000
 OPTIONS = ("model", "speedup", "home", "params", "param_files", "scripts", "wind", "time_limit_s", "label")
 
 
 def read_program(path: str) -> tuple[list, dict]:
     """``(steps, options)`` from a program file; one line when it is not one."""
     try:
-        doc = json.loads(Path(path).read_text())
+        os.stat(path)
     except OSError as e:
         raise SitlpoolError(f"{path}: {e.strerror}") from None
+    data, _ = read_user_file(Path(path), MAX_PROGRAM_BYTES, "step program")  # never a FIFO or /dev/zero
+    try:
+        doc = json.loads(data.decode("utf-8-sig"))  # a BOM, as Windows editors write it, is no error
+    except RecursionError:
+        raise SitlpoolError(f"{path} is nested too deeply to be a step program") from None
     except ValueError as e:
         raise SitlpoolError(f"{path} is not JSON: {e}") from None
     if isinstance(doc, list):

@@ -18,19 +18,17 @@ import argparse
 import json
 import logging
 import os
+import stat
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from ..config import load_settings
 from ..errors import ConfigError
-from ..leases import LeasePool
 from ..pidfiles import read_user_file
 from ..process import UnmanagedManager
-from ..process.unmanaged import local_instance_of
-from ._common import EXIT_OK, ancestors, err, plain, say, target_arg, timeout_arg
+from ._common import EXIT_OK, err, held_by_another, plain, say, target_arg, timeout_arg
 
 FORMATS = ("waypoints", "plan", "items")
 WAYPOINTS_SUFFIXES = (".waypoints", ".txt", ".mission", ".wp")
@@ -273,11 +271,28 @@ def convert(loaded: Loaded, to: str, style: dict) -> str:
 
 
 def write_out(path: str | None, text: str) -> None:
-    """``text`` to ``path`` as it is (CRLF kept), whole or not at all; standard output without one."""
+    """``text`` to ``path`` as it is (CRLF kept), whole or not at all; standard output without one.
+    A symlink is written through (its target replaced, the link kept); a FIFO or a device
+    (``/dev/null``, ``/dev/stdout``) is written into as a shell redirection does, never replaced."""
     if path is None:
         print(text, end="", flush=True)
         return
-    p = Path(path)
+    if not path or path.endswith(os.sep):
+        raise ConfigError(f"cannot write {path!r}: give a file name (-o OUT)")
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"cannot write {path}: it is a directory; give a file name in it")
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):  # a FIFO, a device: written into, as `>` does
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+            return
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
+    p = Path(os.path.realpath(path))  # a symlink: its target replaced, the link kept
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as fh:
@@ -354,17 +369,10 @@ def check_writer(target: dict, force: bool, what: str) -> None:
     """The rule of control: ``what`` (an upload, a clear) on an instance someone else leases is
     refused, naming the holder, unless ``force`` (a warning on stderr). The holder is this process or one of
     its parents (``sitlpool run`` holds the lease of the command it runs)."""
-    n = target.get("instance")
-    if n is None:
-        try:
-            n = local_instance_of(target["endpoint"])  # what it reaches, not how it is spelt
-        except (ConfigError, ValueError):
-            return  # attaching explains a bad endpoint
-    if n is None:
+    other = held_by_another(target.get("instance"), target.get("endpoint"))
+    if other is None:
         return
-    h = LeasePool.from_settings(load_settings(), check=False).holder(n)
-    if h is None or h.pid in ancestors():
-        return
+    n, h = other
     if not force:
         raise ConfigError(
             f"instance {n} is leased to {h.describe()}: {what} would change its vehicle's mission; "

@@ -419,6 +419,10 @@ def render_flight(
     draw_layer = ImageDraw.Draw(layer)
     last_xy: tuple[float, float] | None = None
     drawn = 0  # samples drawn on the track layer
+    given = out
+    out = Path(os.path.realpath(out))  # a symlink: its target written, the link kept
+    if out.exists() and not out.is_file():  # a device or FIFO (/dev/null) is never replaced by the film
+        raise LogError(f"cannot write the film to {given}: it is not a regular file; give a file name (e.g. film.mp4)")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)

@@ -263,7 +263,15 @@ def read_plan(text, what: str = "the .plan file") -> MissionFile:
             mission.get("version") == 2,
             f"{what}: unsupported mission version {show(mission.get('version'))}; sitlpool reads version 2",
         )
-        style.update({k: mission[k] for k in QGC_DEFAULTS if k in mission})
+        for k in QGC_DEFAULTS:
+            if k in mission:
+                v = mission[k]
+                if k in ("cruiseSpeed", "hoverSpeed"):  # written back as JSON: a finite number or nothing
+                    _need(
+                        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)),
+                        f"{what}: mission {k} is {show(v)}; it needs a finite number",
+                    )
+                style[k] = v
         raw = mission.get("items", [])
         _need(isinstance(raw, list), f"{what}: mission 'items' is {show(raw)}; it needs a list")
         _count_check(len(raw), what)

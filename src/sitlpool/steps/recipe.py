@@ -16,6 +16,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
+from ..pidfiles import read_user_file
 from ..process.paramfiles import parse_param_text, read_param_bytes
 from .vocabulary import StepError
 
@@ -150,6 +152,9 @@ def write_json(path: Path, doc: dict) -> None:
     os.replace(tmp, path)
 
 
+MAX_RECIPE_BYTES = 16_000_000  # a recipe of 100,000 steps is far less
+
+
 def load(recipe: Any) -> dict:
     """A recipe given as a dict, a JSON text or a path to a recipe.json; checked for its steps."""
     doc = recipe
@@ -160,11 +165,18 @@ def load(recipe: Any) -> dict:
                 doc = json.loads(text)
             except ValueError as e:
                 raise StepError(f"recipe is not valid JSON: {e}") from None
+            except RecursionError:
+                raise StepError("recipe is nested too deeply to be a recipe") from None
         else:
-            try:
-                doc = json.loads(Path(recipe).read_text())
-            except (OSError, ValueError) as e:
-                raise StepError(f"recipe {text}: {getattr(e, 'strerror', None) or e}") from None
+            try:  # never a FIFO or /dev/zero (read whole, it would hang or fill memory)
+                data, _ = read_user_file(Path(recipe), MAX_RECIPE_BYTES, "recipe")
+                doc = json.loads(data.decode("utf-8-sig"))
+            except ConfigError as e:
+                raise StepError(str(e)) from None
+            except ValueError as e:
+                raise StepError(f"recipe {text} is not a recipe.json: {e}") from None
+            except RecursionError:
+                raise StepError(f"recipe {text} is nested too deeply to be a recipe") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("steps"), list):
         raise StepError("a recipe is an object with its steps (a recipe.json written by fly_steps)")
     return doc

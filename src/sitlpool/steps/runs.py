@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import world
+from .. import presets, world
 from ..config import load_settings
 from ..errors import SitlpoolError
 from ..flight import resolve_binary
@@ -35,6 +35,8 @@ MAX_TIME_LIMIT_S = 86400.0
 # "repeats exactly": every held position the same to the centimetre, i.e. within one unit of
 # MAVLink's 1e-7 degree position in each axis (1.1 cm north, 0.9 cm east at 35 degrees: 1.5 cm at most)
 POSITION_TOLERANCE_M = 0.015
+#: the options a preset gives a step run (``fly(preset=...)``), under those given
+PRESET_KEYS = ("model", "instance", "label", "speedup", "home", "params", "wait_s", "param_files", "scripts")
 REPRO_WAIT_S = 60.0  # repro of a run of this process whose steps ended waits this long for its recipe
 
 
@@ -211,6 +213,10 @@ class StepRuns:
             r.error = "aborted" if run.abort.is_set() else str(e) or type(e).__name__
         try:
             self._finish(run)
+        except OSError as e:  # <data_dir>/runs not a writable folder: said in one line, the run's result kept
+            said = f"run {run.id}: its recipe was not written under {self.root}: {e.strerror or e} (is it a writable folder?)"
+            log.warning("%s", said)
+            r.error = r.error or said
         except Exception as e:  # pragma: no cover - the run's record must still be written
             log.exception("finishing step run %s", run.id)
             r.error = r.error or f"finishing the run: {e}"
@@ -483,7 +489,7 @@ def fly(
 ) -> RunResult:
     """Fly ``steps`` on a SITL of its own and return when they end (the SITL stopped, its logs
     kept, its recipe written): ``RunResult``. ``options``: label, time_limit_s (sim seconds,
-    default 600), model, speedup, home, params, param_files, scripts, wind, instance, wait_s.
+    default 600), preset, model, speedup, home, params, param_files, scripts, wind, instance, wait_s.
     ``binary``: a SITL binary other than the configured one (its sibling binaries fly other models).
     ``sessions``: the registry to fly on (e.g. ``sitlpool.fleet.ray_sessions(address)``: a Ray
     node, the steps run there), left open for its owner; by default one of this machine's."""
@@ -499,6 +505,12 @@ def fly(
         sessions = Sessions(settings)
     elif binary is not None:
         raise SitlpoolError("binary goes with this machine's sessions; a registry given flies its own SITLs")
+    preset = options.pop("preset", None)
+    if preset is not None:  # as open_sitl's: the preset's values under the options given
+        given = {k: options.pop(k) for k in PRESET_KEYS if k in options}
+        o = presets.open_options(preset, sessions.settings, **given)
+        o.pop("wipe", None)  # a step run's SITL starts wiped
+        options.update(o)
     runs = runs_for(sessions)
     run = None
     try:

@@ -34,8 +34,8 @@ def agent_param_files(settings, files: list[str] | None) -> list[str] | None:
     base = presets.presets_file(settings).parent.resolve()
     out = []
     for f in [files] if isinstance(files, str) else files:
-        p = (base / str(f)).resolve()
-        if Path(str(f)).is_absolute() or base not in p.parents:
+        p = None if "\0" in str(f) else (base / str(f)).resolve()
+        if p is None or Path(str(f)).is_absolute() or base not in p.parents:
             raise ToolError(
                 f"param_files: {f!r} is not a file name in {base}; put the file beside the presets file "
                 "(or set SITLPOOL_ALLOW_PATHS=1 to let agents name any path)"
