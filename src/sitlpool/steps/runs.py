@@ -88,6 +88,14 @@ def _script_paths(scripts, settings) -> list[str]:
     return [str(Path(x) if Path(x).is_absolute() or folder is None else Path(folder) / x) for x in scripts or []]
 
 
+def with_preset(preset: str | None, settings, options: dict) -> dict:
+    """A step run's ``options`` as open_sitl takes them (``presets.open_options``): the preset's
+    values under those given (None: none), named homes resolved, files and scripts checked."""
+    o = presets.open_options(preset, settings, **{k: options[k] for k in PRESET_KEYS if k in options})
+    o.pop("wipe", None)  # a step run's SITL starts wiped
+    return {**{k: v for k, v in options.items() if k not in PRESET_KEYS}, **o}
+
+
 def _launch_params(params, files: list[dict], wind) -> tuple[dict | None, dict]:
     """``(wind values, launch parameters)``: parameter files first, then ``params``, then the wind."""
     if params is not None and not isinstance(params, Mapping):
@@ -506,11 +514,8 @@ def fly(
     elif binary is not None:
         raise SitlpoolError("binary goes with this machine's sessions; a registry given flies its own SITLs")
     preset = options.pop("preset", None)
-    if preset is not None:  # as open_sitl's: the preset's values under the options given
-        given = {k: options.pop(k) for k in PRESET_KEYS if k in options}
-        o = presets.open_options(preset, sessions.settings, **given)
-        o.pop("wipe", None)  # a step run's SITL starts wiped
-        options.update(o)
+    if preset is not None:
+        options = with_preset(preset, sessions.settings, options)
     runs = runs_for(sessions)
     run = None
     try:
@@ -557,4 +562,5 @@ __all__ = [
     "fly",
     "repro",
     "runs_for",
+    "with_preset",
 ]

@@ -9,9 +9,9 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from ... import presets
 from ...sessions import Sessions
 from ...steps import runs_for
+from ...steps.runs import with_preset
 from .common import ACT, DESTRUCTIVE, RO, Call
 from .sessions import agent_param_files
 
@@ -45,9 +45,7 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
         files = agent_param_files(sessions.settings, param_files)
 
         def start():
-            o = presets.open_options(
-                preset,
-                sessions.settings,
+            given = dict(
                 model=model,
                 instance=instance,
                 label=label,
@@ -58,20 +56,8 @@ def register(mcp: MCPServer, sessions: Sessions, call: Call) -> None:
                 param_files=files,
                 scripts=scripts,
             )
-            run = runs.start(
-                steps,
-                label=o["label"],
-                time_limit_s=time_limit_s,
-                model=o["model"],
-                speedup=o["speedup"],
-                home=o["home"],
-                params=o["params"],
-                param_files=o.get("param_files"),
-                scripts=o.get("scripts"),
-                wind=wind,
-                instance=o["instance"],
-                wait_s=o["wait_s"],
-            )
+            o = with_preset(preset, sessions.settings, given)  # as open_sitl's options
+            run = runs.start(steps, time_limit_s=time_limit_s, wind=wind, **o)
             return {"run_id": run.id, "session_id": run.session.id, "steps": len(steps)}
 
         return await call(start)
