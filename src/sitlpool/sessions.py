@@ -145,8 +145,8 @@ class Session:
             return "closed"
         if self.closing:
             return "closing"
-        if self.handle.dead or (self.link is not None and self.link.state == "closed"):
-            return "died"
+        if self.handle.dead or (self.link is not None and self.link.state in ("closed", "stopped")):
+            return "died"  # stopped and not by us (closing): its handle's waiter is keeping its logs
         if self.link is not None and self.link.state == "lost":
             return "lost"
         return "running" if self.handle.ready else "starting"
@@ -261,9 +261,9 @@ class Session:
         met = link.wait(check, timeout_s) if link else False
         if self.closing or self.closed:
             result = "closed"  # closed meanwhile by another call: our doing, not a death
-        elif self.handle.dead or (link and link.state in ("closed", "lost") and not pred(link.vehicle, t0)):
-            result = "died"
-            self.handle.join(2.0)  # let the handle record how it ended before the snapshot
+        elif self.handle.dead or (link and link.state in ("closed", "lost", "stopped") and not pred(link.vehicle, t0)):
+            result = "died"  # "stopped": the handle's waiter closed the link and is keeping the logs
+            self.handle.join(10.0)  # let the handle record how it ended before the snapshot
         else:
             result = "met" if met and pred(link.vehicle, t0) else "timeout"
         return {"result": result, "condition": condition, "value": value, "snapshot": self.snapshot()}

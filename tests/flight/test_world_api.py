@@ -130,6 +130,14 @@ def test_speedup_live_and_pacing_slow_the_clock_between_calls(session):
         assert link.get_param("SIM_SPEEDUP") == 2
         assert _rate(link, 2.0) > 1.2
     wait_for(lambda: link.get_param("SIM_SPEEDUP") == pytest.approx(world.PACE_SPEEDUP), 10, what="paced again")
+    # a call that begins while the slow-down after the last one is still on its way waits for it
+    # and for the speed-up after it (it once returned at once and read SIM_SPEEDUP 0.05)
+    for i in range(8):
+        with pacer.busy():
+            pass
+        time.sleep(0.001 * i)  # the pacer's worker may have taken the slow-down, or not yet
+        with pacer.busy():
+            assert link.get_param("SIM_SPEEDUP") == 2
 
 
 def test_arduplane_takes_the_same_parameters_and_names_its_own_failsafes(env, real_plane, monkeypatch):

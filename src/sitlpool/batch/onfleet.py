@@ -37,7 +37,7 @@ def fleet_item(sitl: Any, item: dict) -> dict:
     t0, started = time.monotonic(), time.time()
     session = Session(f"fleet-{item['index']}", item["label"], sitl.handle, "managed")
     # abort: the node actor's event (``SlotPool.abort``), None in a map's task
-    r = run_steps(session, item["steps"], time_limit_s=item["time_limit_s"], abort=item.get("abort"))
+    r = run_steps(session, item["steps"], time_limit_s=item["time_limit_s"], abort=item.get("abort"), then_close=True)
     path = sitl.log_path
     summary = logs.summary(path) if path else None
     data = RunData(bool(r.ok), item["steps"], str(path) if path else None, summary)

@@ -101,7 +101,9 @@ class NodeSteps:
                 f"session {s.id} flies step run {going.result.run_id} already; abort it or wait for its end"
             )
         run = NodeRun(run_id, label, steps)
-        runner = Runner(s, steps, time_limit_s=time_limit_s, abort=run.abort, result=run.result, on_step=run.bump)
+        runner = Runner(
+            s, steps, time_limit_s=time_limit_s, abort=run.abort, result=run.result, on_step=run.bump, then_close=True
+        )
         self._steps_run = run
         run.thread = threading.Thread(target=self._steps_fly, args=(run, runner), name=f"steps {run_id}", daemon=True)
         run.thread.start()

@@ -136,6 +136,7 @@ class Runner:
         abort=None,
         result: RunResult | None = None,
         on_step: Callable[[StepOutcome], None] | None = None,
+        then_close: bool = False,
     ):
         self.plan = validate_steps(steps)
         if callable(getattr(session, "run_steps_there", None)):  # its link is a stand-in: the clock is there
@@ -152,6 +153,9 @@ class Runner:
         self.result.time_limit_s = time_limit_s
         self.limit_at: float | None = None
         self.on_step = on_step
+        # the caller closes the session when the steps end: its vehicle is slowed to the pace speed
+        # then, so that the sim seconds its log gains before the close do not depend on the load
+        self.then_close = then_close
 
     # ---- the vehicle's clock --------------------------------------------------------------
 
@@ -232,6 +236,8 @@ class Runner:
                 self.now()
             except SitlpoolError:
                 pass
+            if self.then_close and not self._dead():
+                world.send_speedup(self.link, world.PACE_SPEEDUP)
         return r
 
     def _step(self, i: int, name: str, args: dict) -> None:
@@ -302,9 +308,13 @@ class Runner:
         return {"result": got, "condition": cond, "value": value}, got == "met"
 
 
-def run_steps(session, steps: list, *, time_limit_s: float | None = None, abort=None) -> RunResult:
+def run_steps(
+    session, steps: list, *, time_limit_s: float | None = None, abort=None, then_close: bool = False
+) -> RunResult:
     """Run ``steps`` on ``session`` (already open) and return when they end: ``RunResult``
     (``ok``, per-step outcomes with sim times, results, errors). Stops at the first step that
     fails, on ``abort`` (a ``threading.Event``), or after ``time_limit_s`` sim seconds. The
-    session stays open: closing it is the caller's (``fly`` closes its own)."""
-    return Runner(session, steps, time_limit_s=time_limit_s, abort=abort).run()
+    session stays open: closing it is the caller's (``fly`` closes its own); ``then_close``:
+    the caller closes it next, so its vehicle is slowed to ``world.PACE_SPEEDUP`` at the end
+    (what its log gains before the close then does not depend on the machine's load)."""
+    return Runner(session, steps, time_limit_s=time_limit_s, abort=abort, then_close=then_close).run()

@@ -215,7 +215,15 @@ class StepRuns:
             if there is not None:
                 run.there = there(r, limit, run.abort, on_step)  # mirrored into r as they go
             else:
-                Runner(run.session, r.steps, time_limit_s=limit, abort=run.abort, result=r, on_step=on_step).run()
+                Runner(
+                    run.session,
+                    r.steps,
+                    time_limit_s=limit,
+                    abort=run.abort,
+                    result=r,
+                    on_step=on_step,
+                    then_close=True,
+                ).run()
         except Exception as e:  # Runner.run says its errors in the result; a node's run may fail to start or answer
             r.state, r.ok = ("aborted" if run.abort.is_set() else "failed"), False
             r.error = "aborted" if run.abort.is_set() else str(e) or type(e).__name__

@@ -29,7 +29,7 @@ from .failures import (
     list_failures,
     undo_failures,
 )
-from .pacing import MAX_SPEEDUP, PACE_SPEEDUP, Pacer, check_speedup, set_speedup
+from .pacing import MAX_SPEEDUP, PACE_SPEEDUP, Pacer, check_speedup, send_speedup, set_speedup
 from .wind import (
     MAX_TURBULENCE_M_S,
     MAX_WIND_M_S,
@@ -50,6 +50,7 @@ __all__ = [
     "MAX_TURBULENCE_M_S",
     "MAX_WIND_M_S",
     "PACE_SPEEDUP",
+    "send_speedup",
     "PROFILES",
     "REACTS_WITH",
     "WIND_PARAMS",

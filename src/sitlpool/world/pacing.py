@@ -103,7 +103,9 @@ class Pacer:
         with self._cond:
             e = self._links.get(link_of(x))
             if e is not None:
-                e[0] = e[1] = float(speedup)
+                e[0] = float(speedup)
+                if e[1] is not None:  # else the worker's send in flight is followed by this one
+                    e[1] = e[0]
 
     def _start(self) -> None:
         if self._thread is None:
@@ -128,23 +130,28 @@ class Pacer:
                     self._cond.wait()
                 link, e = job
                 want = self._target(e)
+                was, e[1] = e[1], None  # in flight: a call that begins now waits for it to land
             if want < e[0]:
                 link.lost_after = max(e[2], 3.0 / want + 2.0)
             if not send_speedup(link, want):
+                with self._cond:
+                    if e[1] is None:
+                        e[1] = was
+                    self._cond.notify_all()
                 if link.state in ("closed", "stopped"):
                     self.remove(link)
                 time.sleep(0.2)
                 continue
             t = time.monotonic()
             with self._cond:
-                if link in self._links:
+                if e[1] is None:  # set_speedup meanwhile sent its own and said so
                     e[1] = want
                 self._cond.notify_all()
             if want >= e[0]:
                 # the last HEARTBEAT may be 20 s old: the usual patience once a new one came
                 link.wait(lambda v, t=t: (v.last_heartbeat or 0) > t, 3.0)
                 with self._cond:
-                    if e[1] >= e[0]:
+                    if e[1] is not None and e[1] >= e[0]:
                         link.lost_after = e[2]
 
     def begin(self) -> None:
