@@ -128,25 +128,36 @@ FAILSAFES = {  # kind: (parameters that arm the failsafe, its text as ArduCopter
 }
 
 
-@pytest.mark.parametrize("kind", list(FAILSAFES))
-async def test_a_failsafe_by_inject_failure_is_seen_by_wait_until(env, instances, vehicle_binary, kind):
-    params, text, mode, speedup = FAILSAFES[kind]
-    async with server(env_for(env, vehicle_binary)) as call:
-        sid = (await call("open_sitl", speedup=speedup, params=params or None))["session_id"]
+async def test_each_failsafe_by_inject_failure_is_seen_by_wait_until(env, instances, vehicle_binary):
+    """Every kind at once, a session each on one server (five agents' vehicles side by side)."""
+    import anyio
+
+    seen_all: dict[str, str] = {}
+
+    async def fly(call, kind: str) -> None:
+        params, text, mode, speedup = FAILSAFES[kind]
+        sid = (await call("open_sitl", speedup=speedup, params=params or None, label=kind))["session_id"]
         await call("wait_until", session_id=sid, condition="ready_to_arm", timeout_s=50)
         await call("arm", session_id=sid)
         await call("takeoff", session_id=sid, altitude_m=10)
         up = await call("wait_until", session_id=sid, condition="altitude_above", value=9, timeout_s=30)
-        assert up["result"] == "met", up["snapshot"]["vehicle"]
+        assert up["result"] == "met", (kind, up["snapshot"]["vehicle"])
         out = await call("inject_failure", session_id=sid, kind=kind)
-        assert "warning" not in out["failsafe"], out["failsafe"]
+        assert "warning" not in out["failsafe"], (kind, out["failsafe"])
         seen = await call("wait_until", session_id=sid, condition="failsafe", value=text, timeout_s=30)
-        assert seen["result"] == "met", seen["snapshot"]["vehicle"]["recent_texts"]
-        assert (await call("wait_until", session_id=sid, condition="mode_is", value=mode, timeout_s=5))[
-            "result"
-        ] == "met"
+        assert seen["result"] == "met", (kind, seen["snapshot"]["vehicle"]["recent_texts"])
+        m = await call("wait_until", session_id=sid, condition="mode_is", value=mode, timeout_s=5)
+        assert m["result"] == "met", (kind, m["snapshot"]["vehicle"])
         await call("clear_failure", session_id=sid, kind=kind)
-        assert (await call("list_failures", session_id=sid))["injected"] == {}
+        assert (await call("list_failures", session_id=sid))["injected"] == {}, kind
+        seen_all[kind] = mode
+        await call("close_sitl", session_id=sid)
+
+    async with server(env_for(env, vehicle_binary)) as call:
+        async with anyio.create_task_group() as tg:
+            for kind in FAILSAFES:
+                tg.start_soon(fly, call, kind)
+    assert seen_all == {k: v[2] for k, v in FAILSAFES.items()}
 
 
 async def test_pace_nearly_stops_the_vehicle_between_calls(env, instances, vehicle_binary):
