@@ -56,6 +56,14 @@ async def _wait(call, sid: str, condition: str, value=None, timeout_s: float = 2
     return w
 
 
+async def _said(call, sid: str, text: str, timeout_s: float = 20) -> None:
+    """``text`` said by the plane: already (a call before this one may have been slower than the
+    plane under load: wait_until(text) looks only at texts after it begins) or within the wait."""
+    recent = (await call("snapshot", session_id=sid))["vehicle"]["recent_texts"]
+    if not any(text in t for t in recent):
+        await _wait(call, sid, "text", text, timeout_s)
+
+
 async def test_plane_wind_and_failsafes(env, real_plane):
     e = dict(env, SITLPOOL_SITL_BINARY=str(real_plane.parent / "arducopter"))
     async with server(e) as call:
@@ -85,10 +93,10 @@ async def test_plane_wind_and_failsafes(env, real_plane):
         out = await call("inject_failure", session_id=sid, kind="rc_loss")
         assert "warning" not in out["failsafe"] and "RC Long Failsafe" in out["failsafe"]["arduplane"]
         await _wait(call, sid, "failsafe")
-        await _wait(call, sid, "text", "RC Long Failsafe On: RTL")
+        await _said(call, sid, "RC Long Failsafe On: RTL")
         await _wait(call, sid, "mode_is", "RTL", 5)
         await call("clear_failure", session_id=sid, kind="rc_loss")
-        await _wait(call, sid, "text", "RC Long Failsafe Cleared")
+        await _said(call, sid, "RC Long Failsafe Cleared")
 
         # gcs_loss (FS_GCS_ENABL 1): FS_LONG_TIMEOUT after the last heartbeat, raised to 30 s here because
         # sitlpool's link beats once a wall second (10 sim seconds at speedup 10)
@@ -101,7 +109,7 @@ async def test_plane_wind_and_failsafes(env, real_plane):
         assert "GCS Failsafe On: RTL" in w["snapshot"]["vehicle"]["recent_texts"]
         await _wait(call, sid, "mode_is", "RTL", 5)
         await call("clear_failure", session_id=sid, kind="gcs_loss")
-        await _wait(call, sid, "text", "GCS Failsafe Off")
+        await _said(call, sid, "GCS Failsafe Off")
         await call("set_param", session_id=sid, name="FS_GCS_ENABL", value=0)
 
         # battery_low (BATT_FS_LOW_ACT 1 = RTL on Plane): after BATT_LOW_TIMER; Plane says no "Battery Failsafe"
@@ -110,6 +118,6 @@ async def test_plane_wind_and_failsafes(env, real_plane):
         await call("set_mode", session_id=sid, mode="LOITER")
         out = await call("inject_failure", session_id=sid, kind="battery_low")
         assert "warning" not in out["failsafe"], out["failsafe"]
-        await _wait(call, sid, "text", "Battery 1 is low")
+        await _said(call, sid, "Battery 1 is low")
         await _wait(call, sid, "mode_is", "RTL", 5)
         await call("clear_failure", session_id=sid, kind="battery_low")
