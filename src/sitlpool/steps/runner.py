@@ -153,9 +153,10 @@ class Runner:
         self.result.time_limit_s = time_limit_s
         self.limit_at: float | None = None
         self.on_step = on_step
-        # the caller closes the session when the steps end: its vehicle is slowed to real time then,
-        # so that the sim seconds its log gains before the close hardly depend on the load (not
-        # slower: real ArduCopter's logger, on sim time, would not flush the log's end before it)
+        # the caller closes the session when the steps end: the built-in vehicle is slowed to the
+        # pace speed then, so that the sim seconds its log gains before the close do not depend on
+        # the load (a repeat's log is as long as the first's). Not real SITL: its logger runs on
+        # sim time, and slowed so, the log's end was not always flushed before the close
         self.then_close = then_close
 
     # ---- the vehicle's clock --------------------------------------------------------------
@@ -237,8 +238,12 @@ class Runner:
                 self.now()
             except SitlpoolError:
                 pass
-            if self.then_close and not self._dead() and (getattr(self.session.handle, "speedup", None) or 1) > 1:
-                world.send_speedup(self.link, 1.0)
+            if (
+                self.then_close
+                and not self._dead()
+                and "sitlpool.sim" in (getattr(self.session.handle, "argv", None) or ())
+            ):
+                world.send_speedup(self.link, world.PACE_SPEEDUP)
         return r
 
     def _step(self, i: int, name: str, args: dict) -> None:
@@ -316,6 +321,6 @@ def run_steps(
     (``ok``, per-step outcomes with sim times, results, errors). Stops at the first step that
     fails, on ``abort`` (a ``threading.Event``), or after ``time_limit_s`` sim seconds. The
     session stays open: closing it is the caller's (``fly`` closes its own); ``then_close``:
-    the caller closes it next, so its vehicle is slowed to real time at the end (what its log
-    gains before the close then hardly depends on the machine's load)."""
+    the caller closes it next, so the built-in vehicle is slowed to ``world.PACE_SPEEDUP`` at the
+    end (what its log gains before the close then does not depend on the machine's load)."""
     return Runner(session, steps, time_limit_s=time_limit_s, abort=abort, then_close=then_close).run()
