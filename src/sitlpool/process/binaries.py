@@ -52,6 +52,11 @@ def builtin_command() -> list[str]:
     return [sys.executable, "-m", BUILTIN_MODULE]
 
 
+def runs_builtin(argv: list[str] | tuple[str, ...] | None) -> bool:
+    """Does ``argv`` (an interpreter's) run the built-in vehicle as ``builtin_command`` starts it?"""
+    return list((argv or [])[1:3]) == ["-m", BUILTIN_MODULE]
+
+
 def binary_for_model(model: str) -> str | None:
     m = (model or "").lower()
     if m.startswith(("plane", "quadplane")) or m in PLANE_MODELS:
@@ -185,7 +190,7 @@ def is_sitl_command(exe: str | None, argv: list[str]) -> bool:
         return True
     if not _PYTHON.fullmatch(program):
         return False
-    if argv[1:3] == ["-m", BUILTIN_MODULE]:
+    if runs_builtin(argv):
         return True
     return len(argv) > 1 and Path(argv[1]).name == BUILTIN_SCRIPT
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import conditions, world
 from ..errors import SitlpoolError
+from ..process.binaries import runs_builtin
 from .vocabulary import HOLD, HOLD_UNTIL, NOTE, TOOLS, StepError, validate_steps
 
 CLOCK_WAIT_S = 10.0  # wall seconds for a first sim time from the vehicle
@@ -238,11 +239,7 @@ class Runner:
                 self.now()
             except SitlpoolError:
                 pass
-            if (
-                self.then_close
-                and not self._dead()
-                and "sitlpool.sim" in (getattr(self.session.handle, "argv", None) or ())
-            ):
+            if self.then_close and not self._dead() and runs_builtin(getattr(self.session.handle, "argv", None)):
                 world.send_speedup(self.link, world.PACE_SPEEDUP)
         return r
 
